@@ -1,0 +1,134 @@
+"""Fixed token codes: the table-free input interface of the papers in shared/seeds/.
+
+A vocabulary of V tokens needs only K = ceil(log2 V) bits to give every token a distinct
+address. The papers feed the Transformer that address instead of a learned vector:
+
+    binary:  c(t)  = bin_K(t)                  the K-bit binary expansion of the id
+    affine:  c'(t) = A c(t) XOR b              A in GL(K, 2), b in {0,1}^K, fixed at random
+    lift:    x(t)  = R c(t)                    R a fixed 0/1 selection matrix, n_embd x K
+
+Everything here is a pure function of its arguments: no I/O, no globals, and tensors stay on
+the device of the ids they were computed from. Bit order throughout is most significant bit
+first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1].
+"""
+
+import random
+
+import torch
+
+LIFT_MODES = ("tile", "interleave")
+
+
+def code_bits(vocab_size: int) -> int:
+    """K = ceil(log2 V), the fewest bits that give V tokens distinct codes (V >= 2)."""
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2 to need a code, got {vocab_size}")
+    return (vocab_size - 1).bit_length()  # exact integer ceil(log2 V), no float rounding
+
+
+def binary_code(idx: torch.Tensor, bits: int) -> torch.Tensor:
+    """c(t) = bin_K(t), computed on the fly with shifts (no table).
+
+    idx: integer tensor of any shape (...,) holding ids in [0, 2^K).
+    Returns uint8 (..., K), most significant bit first: c_j = (t >> (K - 1 - j)) & 1.
+    """
+    shifts = torch.arange(bits - 1, -1, -1, device=idx.device)  # (K,) = K-1, ..., 0
+    return ((idx.long().unsqueeze(-1) >> shifts) & 1).to(torch.uint8)  # (..., K)
+
+
+def gf2_rank(rows: list[int]) -> int:
+    """Rank over GF(2) of a matrix given as row bitmasks, by Gaussian elimination."""
+    basis = {}  # leading bit -> a reduced row with that leading bit
+    for row in rows:
+        while row:
+            lead = row.bit_length() - 1
+            if lead not in basis:
+                basis[lead] = row
+                break
+            row ^= basis[lead]  # clear the leading bit; the row is dependent if this reaches 0
+    return len(basis)
+
+
+def random_affine(bits: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A uniformly random A in GL(K, 2) and shift b in {0,1}^K, reproducible from `seed`.
+
+    Draws A with i.i.d. fair bits and rejects singular draws (rank < K over GF(2)), which
+    samples GL(K, 2) uniformly; about 29% of draws are kept for any K.
+    Returns A: uint8 (K, K) and b: uint8 (K,), on the current default device.
+    """
+    rng = random.Random(seed)
+    while True:
+        rows = [rng.getrandbits(bits) for _ in range(bits)]
+        if gf2_rank(rows) == bits:
+            break
+    shift = rng.getrandbits(bits)
+    A = torch.tensor([[(row >> (bits - 1 - j)) & 1 for j in range(bits)] for row in rows], dtype=torch.uint8)
+    b = torch.tensor([(shift >> (bits - 1 - j)) & 1 for j in range(bits)], dtype=torch.uint8)
+    return A, b
+
+
+def parity(x: torch.Tensor) -> torch.Tensor:
+    """Number of set bits mod 2 of each entry of a non-negative int64 tensor (< 2^63)."""
+    for shift in (32, 16, 8, 4, 2, 1):  # fold the word in half until bit 0 holds the XOR of all
+        x = x ^ (x >> shift)
+    return x & 1
+
+
+def affine_code(idx: torch.Tensor, A: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """c'(t) = A bin_K(t) XOR b over GF(2), computed on the fly from the ids (no table).
+
+    Row i of A, read as a K-bit mask m_i (same bit order as binary_code), gives
+    c'_i = parity(t AND m_i) XOR b_i, so no matmul is needed and any device works.
+    idx: integer (...,), A: 0/1 (K, K), b: 0/1 (K,). Returns uint8 (..., K).
+    """
+    bits = A.shape[0]
+    weights = 2 ** torch.arange(bits - 1, -1, -1, device=A.device)  # (K,) place value of c_j
+    row_masks = A.long() @ weights  # (K,) m_i = sum_j A_ij 2^(K-1-j)
+    products = idx.long().unsqueeze(-1) & row_masks  # (..., K)
+    return (parity(products) ^ b.long()).to(torch.uint8)  # (..., K)
+
+
+def lift_index(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:
+    """Which code bit feeds each of the n_embd model dimensions: x_j = c_{index[j]}.
+
+    tile       index[j] = j mod K          R = [I_K; I_K; ...], the papers' lift; when K does
+                                           not divide n_embd the last copy is cut short.
+    interleave index[j] = floor(j K / n)   each bit repeated ~n/K times in a row, as in the
+                                           earlier released checkpoints; when K does not divide
+                                           n_embd some bits get one more copy than others.
+    Either way every bit appears at least once (n_embd >= K), so the lift is injective.
+    Returns int64 (n_embd,).
+    """
+    if n_embd < bits:
+        raise ValueError(f"n_embd={n_embd} is narrower than the {bits}-bit code; use n_embd >= {bits}")
+    j = torch.arange(n_embd)
+    if mode == "tile":
+        return j % bits
+    if mode == "interleave":
+        return j * bits // n_embd
+    raise ValueError(f"unknown lift mode {mode!r}; choose one of {LIFT_MODES}")
+
+
+def lift_matrix(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:
+    """R as a dense float (n_embd, K) 0/1 matrix, so that x = R c; for inspection and tests."""
+    return torch.nn.functional.one_hot(lift_index(bits, n_embd, mode), bits).float()
+
+
+def code_values(code: torch.Tensor, values: str = "01") -> torch.Tensor:
+    """Map 0/1 bits to model inputs: '01' keeps them (the papers, no scaling); 'pm1' gives 2c - 1."""
+    if values == "01":
+        return code.float()
+    if values == "pm1":
+        return 2.0 * code.float() - 1.0
+    raise ValueError(f"unknown code values {values!r}; choose '01' or 'pm1'")
+
+
+def codebook(vocab_size: int, A: torch.Tensor | None = None, b: torch.Tensor | None = None) -> torch.Tensor:
+    """Every token's code, materialised: uint8 (V, K); affine when A and b are given.
+
+    Lift it to (V, n_embd) with codebook(...)[:, lift_index(K, n_embd, mode)].
+    """
+    ids = torch.arange(vocab_size)
+    if A is None:
+        return binary_code(ids, code_bits(vocab_size))
+    return affine_code(ids, A, b)

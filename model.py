@@ -1,0 +1,323 @@
+"""A GPT whose token input is a learned table or a fixed, parameter-free binary code.
+
+Reads bottom-up: rotary positions, attention, MLP, block, the three input interfaces,
+GPTConfig, GPT. The input interface is chosen by one field, GPTConfig.input:
+
+    learned  nn.Embedding(V, n_embd), the usual trainable table (the baseline)
+    binary   x(t) = R bin_K(t), K = ceil(log2 V) bits tiled to n_embd, no parameters
+    affine   x(t) = R (A bin_K(t) XOR b), A in GL(K, 2) fixed at random, no parameters
+
+Everything after the input is the same GPT in every variant, with an untied trainable head.
+"""
+
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from codes import LIFT_MODES, affine_code, binary_code, code_bits, code_values, lift_index, random_affine
+
+INPUTS = ("learned", "binary", "affine")
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (Su et al. 2021): positions rotate q and k, no parameters."""
+
+    def __init__(self, head_dim, block_size, base):
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, head_dim, 2).float() / head_dim)  # (hs/2,)
+        angles = torch.outer(torch.arange(block_size).float(), inv_freq)  # (block_size, hs/2)
+        # derived from the config, so not saved in checkpoints
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, start, T):
+        """cos and sin for positions start .. start+T-1, each (T, hs/2)."""
+        return self.cos[start:start + T], self.sin[start:start + T]
+
+
+def apply_rotary(x, rope):
+    """Rotate each (x1, x2) pair of halves of x (B, nh, T, hs) by its position's angle."""
+    cos, sin = (r.type_as(x) for r in rope)  # (T, hs/2), broadcast over B and nh
+    x1, x2 = x.chunk(2, dim=-1)  # (B, nh, T, hs/2) each
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class LayerKV:
+    """Keys and values one attention layer has already seen, for incremental decoding."""
+
+    def __init__(self, max_len):
+        self.max_len = max_len
+        self.k = self.v = None  # (B, nh, max_len, hs), allocated on first use
+        self.pos = 0  # positions stored so far
+
+    def append(self, k, v):
+        """Store k, v (B, nh, T, hs); return all keys, values (B, nh, pos, hs) and the causal mask."""
+        B, nh, T, hs = k.size()
+        if self.k is None:
+            self.k = k.new_zeros(B, nh, self.max_len, hs)
+            self.v = v.new_zeros(B, nh, self.max_len, hs)
+        start, self.pos = self.pos, self.pos + T
+        self.k[:, :, start:self.pos] = k
+        self.v[:, :, start:self.pos] = v
+        # query i sits at position start + i and may see keys 0 .. start + i
+        mask = torch.ones(T, self.pos, dtype=torch.bool, device=k.device).tril(diagonal=start)  # (T, pos)
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos], mask
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.dropout = config.dropout
+
+    def forward(self, x, rope, kv=None):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)  # (B, T, C) each
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+        if kv is None:  # training and full recompute: flash attention where available
+            dropout = self.dropout if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        else:  # incremental decoding: attend over the cached past plus these T positions
+            k, v, mask = kv.append(k, v)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C), heads side by side
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm decoder block."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, rope, kv=None):
+        x = x + self.attn(self.ln_1(x), rope, kv)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class BinaryCodeInput(nn.Module):
+    """x(t) = R bin_K(t): the papers' fixed minimal code, lifted to n_embd. No parameters."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.code_bits = code_bits(config.vocab_size)
+        self.code_values = config.code_values
+        # which bit feeds each model dimension; derived from the config, so not saved
+        self.register_buffer("lift", lift_index(self.code_bits, config.n_embd, config.lift), persistent=False)
+
+    def code(self, idx):
+        return binary_code(idx, self.code_bits)  # (B, T, K) uint8
+
+    def forward(self, idx):
+        return code_values(self.code(idx)[..., self.lift], self.code_values)  # (B, T, n_embd) float32
+
+
+class AffineCodeInput(BinaryCodeInput):
+    """x(t) = R (A bin_K(t) XOR b), computed from the id on the fly. No parameters.
+
+    A and b are drawn from config.code_seed and kept as persistent buffers, so a checkpoint
+    carries the exact code it was trained with.
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        A, b = random_affine(self.code_bits, config.code_seed)
+        self.register_buffer("A", A)  # (K, K) uint8, invertible over GF(2)
+        self.register_buffer("b", b)  # (K,) uint8
+
+    def code(self, idx):
+        return affine_code(idx, self.A, self.b)  # (B, T, K) uint8
+
+
+def make_input(config):
+    """The one place the input interface is chosen. Every module maps idx (B, T) -> (B, T, n_embd)."""
+    if config.input == "learned":
+        return nn.Embedding(config.vocab_size, config.n_embd)
+    if config.input == "binary":
+        return BinaryCodeInput(config)
+    return AffineCodeInput(config)
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024  # context length in tokens
+    vocab_size: int = 65536  # V; fixed codes use K = ceil(log2 V) bits
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = False  # biases in Linear and LayerNorm layers
+    input: str = "binary"  # 'learned', 'binary' or 'affine' (see module docstring)
+    code_seed: int = 0  # seed of A and b for 'affine'
+    lift: str = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
+    code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
+    tie_weights: bool = False  # share the input table with the head; 'learned' only
+    rope_base: float = 10000.0
+
+    def __post_init__(self):
+        if self.input not in INPUTS:
+            raise ValueError(f"unknown input {self.input!r}; choose one of {INPUTS}")
+        if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads of even size (rotary)")
+        if self.tie_weights and self.input != "learned":
+            raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} has none, set tie_weights=False")
+        if self.input != "learned":
+            bits = code_bits(self.vocab_size)
+            if bits > 62:
+                raise ValueError(f"vocab_size={self.vocab_size} needs {bits}-bit codes; at most 2^62 tokens fit int64 ids")
+            lift_index(bits, self.n_embd, self.lift)  # raises if n_embd < K or the lift is unknown
+            code_values(torch.zeros(1), self.code_values)  # raises on unknown code values
+
+
+def check_ids(idx, vocab_size):
+    """Refuse ids outside [0, V): a fixed code would otherwise silently alias them."""
+    low, high = idx.min().item(), idx.max().item()
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size}); "
+                         f"re-tokenize the data or build the model with a larger vocab_size")
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.wte = make_input(config)
+        self.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, idx, targets=None, cache=None):
+        """idx (B, T) token ids -> logits (B, T, V) and mean cross-entropy against targets.
+
+        Without targets only the last position's logits are computed (B, 1, V). `cache` is a
+        list of LayerKV from new_cache(), for incremental decoding.
+        """
+        B, T = idx.size()
+        if not torch.compiler.is_compiling():  # a data-dependent check would break the graph
+            check_ids(idx, self.config.vocab_size)
+        start = cache[0].pos if cache else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"{start + T} positions exceed block_size={self.config.block_size}")
+        rope = self.rotary(start, T)
+        x = self.drop(self.wte(idx))  # (B, T, n_embd)
+        for i, block in enumerate(self.h):
+            x = block(x, rope, cache[i] if cache else None)
+        x = self.ln_f(x)
+        if targets is None:
+            return self.lm_head(x[:, [-1], :]), None  # (B, 1, V)
+        logits = self.lm_head(x)  # (B, T, V)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    def new_cache(self):
+        return [LayerKV(self.config.block_size) for _ in self.h]
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
+        """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
+
+        temperature 0 is greedy. With the cache, each step runs only the newest token; when
+        the window is full the cache restarts from the last block_size // 2 tokens. Without
+        it, each step recomputes the last block_size tokens (the reference path).
+        """
+        block_size = self.config.block_size
+        cache = None
+        for _ in range(max_new_tokens):
+            if not use_cache:
+                logits, _ = self(idx[:, -block_size:])
+            elif cache is None or cache[0].pos == block_size:
+                keep = block_size if cache is None else block_size // 2
+                cache = self.new_cache()
+                logits, _ = self(idx[:, -keep:], cache=cache)
+            else:
+                logits, _ = self(idx[:, -1:], cache=cache)
+            logits = logits[:, -1, :].float()  # (B, V)
+            if temperature == 0:
+                next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
+                    logits = logits.masked_fill(logits < kth, -float("inf"))
+                next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)  # (B, 1)
+            idx = torch.cat((idx, next_id), dim=1)
+            yield next_id
+
+    def param_counts(self):
+        """Element counts by part: trainable parameters, plus the fixed input code stored."""
+        def trainable(module):
+            return sum(p.numel() for p in module.parameters() if p.requires_grad)
+        head = 0 if self.config.tie_weights else trainable(self.lm_head)
+        return {
+            "input": trainable(self.wte),
+            "input_fixed": sum(b.numel() for name, b in self.wte.named_buffers() if name in self.wte.state_dict()),
+            "body": trainable(self.h) + trainable(self.ln_f),
+            "head": head,
+            "trainable": sum(p.numel() for p in self.parameters() if p.requires_grad),
+        }
+
+    def flops_per_token(self):
+        """Training FLOPs per token (PaLM appendix B): 6 per matmul weight plus attention.
+
+        An input lookup or a fixed code costs no matmul FLOPs, so the input is left out.
+        """
+        c = self.config
+        counts = self.param_counts()
+        matmul_params = counts["body"] + self.lm_head.weight.numel()
+        return 6 * matmul_params + 12 * c.n_layer * c.n_embd * c.block_size
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW with decay on matrices only (not biases or norms); fused kernels where supported."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)

@@ -1,0 +1,145 @@
+"""The GPT and its three input interfaces. Run: python -m pytest tests/test_model.py"""
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from codes import codebook, lift_matrix
+from model import GPT, GPTConfig, apply_rotary
+
+INPUTS = ["learned", "binary", "affine"]
+
+
+def tiny(input, **kw):
+    torch.manual_seed(0)
+    config = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, input=input)
+    return GPT(GPTConfig(**{**config, **kw}))
+
+
+def test_fixed_inputs_equal_the_lifted_codebook():
+    for input in ("binary", "affine"):
+        for lift in ("tile", "interleave"):
+            model = tiny(input, lift=lift, n_embd=40)
+            A, b = (model.wte.A, model.wte.b) if input == "affine" else (None, None)
+            lifted = codebook(50, A, b).float() @ lift_matrix(6, 40, lift).T  # (V, n_embd) = R c
+            idx = torch.randint(0, 50, (3, 16))
+            assert torch.equal(model.wte(idx), lifted[idx])
+    pm1 = tiny("binary", code_values="pm1")
+    assert set(pm1.wte(torch.arange(50)[None]).unique().tolist()) == {-1.0, 1.0}
+
+
+@pytest.mark.parametrize("input", ["binary", "affine"])
+def test_fixed_inputs_have_no_parameters_and_get_no_gradient(input):
+    model = tiny(input)
+    assert list(model.wte.parameters()) == []
+    idx = torch.randint(0, 50, (2, 16))
+    _, loss = model(idx, idx)
+    loss.backward()
+    assert all(b.grad is None and not b.requires_grad for b in model.wte.buffers())
+    assert model.param_counts()["input"] == 0
+    assert all(p.grad is not None for p in model.parameters())  # the rest of the model learns
+
+
+def test_affine_code_is_saved_with_the_model():
+    model = tiny("affine", code_seed=1)
+    assert set(model.wte.state_dict()) == {"A", "b"}
+    other = tiny("affine", code_seed=2)
+    idx = torch.arange(50)[None]
+    assert not torch.equal(model.wte(idx), other.wte(idx))
+    other.load_state_dict(model.state_dict())
+    assert torch.equal(model.wte(idx), other.wte(idx))
+
+
+@pytest.mark.parametrize("input", INPUTS)
+def test_each_variant_overfits_one_batch(input):
+    model = tiny(input)
+    idx = torch.randint(0, 50, (4, 16), generator=torch.Generator().manual_seed(1))
+    x, y = idx[:, :-1], idx[:, 1:]
+    opt = model.configure_optimizers(0.0, 3e-3, (0.9, 0.95), "cpu")
+    for _ in range(150):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05, f"{input} reached only {loss.item():.3f}"
+
+
+def test_learned_minus_fixed_is_exactly_the_table():
+    shape = dict(vocab_size=65536, n_embd=1024, n_layer=32, n_head=32, block_size=1024)
+    with torch.device("meta"):  # no memory, no init cost
+        counts = {input: GPT(GPTConfig(input=input, **shape)).param_counts() for input in INPUTS}
+    assert counts["learned"]["trainable"] - counts["binary"]["trainable"] == 65536 * 1024 == 67_108_864
+    assert counts["affine"]["trainable"] == counts["binary"]["trainable"]
+    assert counts["learned"]["input"] == 67_108_864 and counts["affine"]["input_fixed"] == 16 * 16 + 16
+    assert counts["binary"]["head"] == 67_108_864  # the head stays a trainable, untied V x n_embd
+    assert counts["binary"]["body"] == 32 * (12 * 1024 ** 2 + 2 * 1024) + 1024  # blocks + ln_f, no bias
+
+
+@pytest.mark.parametrize("input", INPUTS)
+def test_out_of_range_ids_are_refused(input):
+    model = tiny(input)
+    for bad in (50, 63, 64, -1):  # 50..63 fit in K=6 bits but are not tokens; 64 would alias 0
+        with pytest.raises(ValueError, match=f"token id {bad} is outside the vocabulary"):
+            model(torch.tensor([[1, bad]]))
+
+
+def test_config_errors_are_clear():
+    with pytest.raises(ValueError, match="tie_weights needs a trainable input table"):
+        GPTConfig(input="binary", tie_weights=True)
+    with pytest.raises(ValueError, match="unknown input 'table'"):
+        GPTConfig(input="table")
+    with pytest.raises(ValueError, match="narrower than the 16-bit code"):
+        GPTConfig(input="binary", vocab_size=65536, n_embd=8, n_head=1)
+    with pytest.raises(ValueError, match="unknown code values"):
+        GPTConfig(input="affine", code_values="bipolar")
+    tied = tiny("learned", tie_weights=True)
+    assert tied.lm_head.weight is tied.wte.weight
+    assert tiny("learned").lm_head.weight is not tiny("learned").wte.weight  # untied by default
+
+
+def test_attention_matches_a_slow_reference():
+    model = tiny("binary").eval()
+    attn = model.h[0].attn
+    x = torch.randn(2, 16, 32)
+    rope = model.rotary(0, 16)
+    q, k, v = attn.c_attn(x).split(32, dim=2)
+    q, k, v = (t.view(2, 16, 2, 16).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+    q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(16)  # (B, nh, T, T)
+    scores = scores.masked_fill(torch.ones(16, 16).triu(1).bool(), float("-inf"))
+    y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(2, 16, 32)
+    assert torch.allclose(attn(x, rope), attn.c_proj(y), atol=1e-5)
+
+
+def test_rotary_scores_depend_only_on_relative_position():
+    model = tiny("binary")
+    q, k = torch.randn(1, 1, 1, 16), torch.randn(1, 1, 1, 16)
+
+    def score(i, j):
+        return (apply_rotary(q, model.rotary(i, 1)) * apply_rotary(k, model.rotary(j, 1))).sum()
+
+    assert torch.allclose(score(5, 2), score(12, 9), atol=1e-5)
+    assert not torch.allclose(score(5, 2), score(5, 3), atol=1e-3)
+
+
+@pytest.mark.parametrize("input", INPUTS)
+def test_kv_cache_generation_equals_full_recompute(input):
+    model = tiny(input).eval()
+    prompt = torch.randint(0, 50, (3, 5), generator=torch.Generator().manual_seed(2))
+    cached = torch.cat(list(model.generate(prompt, 11, temperature=0)), dim=1)
+    full = torch.cat(list(model.generate(prompt, 11, temperature=0, use_cache=False)), dim=1)
+    assert cached.shape == (3, 11) and torch.equal(cached, full)
+    # cached logits at every step equal the full forward's
+    cache = model.new_cache()
+    model(prompt, cache=cache)
+    logits_step, _ = model(cached[:, :1], cache=cache)
+    logits_full, _ = model(torch.cat((prompt, cached[:, :1]), dim=1))
+    assert torch.allclose(logits_step, logits_full, atol=1e-5)
+
+
+def test_generation_runs_past_the_window():
+    model = tiny("affine").eval()
+    out = list(model.generate(torch.zeros(1, 3, dtype=torch.long), 40, temperature=1.0, top_k=5))
+    assert len(out) == 40 and all(t.shape == (1, 1) for t in out)
