@@ -1,0 +1,165 @@
+"""prepare.py and tokenizer.py on small local corpora. Run: python -m pytest tests/test_prepare.py"""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import prepare
+from tokenizer import load_tokenizer, train_bpe
+
+WORDS = "the king queen crown sword horse castle river night morning bread wine letter".split()
+
+
+def make_docs(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 80))) + f"\ndocument {i}." for i in range(n)]
+
+
+def run(tmp_path, *argv):
+    return prepare.prepare(prepare.parse_args(["--out_dir", str(tmp_path / "data"), "--quiet", *argv]))
+
+
+def read_split(directory, meta, split):
+    return np.concatenate([np.fromfile(directory / f, dtype=meta["dtype"]) for f in meta["splits"][split]["files"]])
+
+
+@pytest.fixture
+def corpus_files(tmp_path):
+    paths = []
+    for i, doc in enumerate(make_docs(60)):
+        path = tmp_path / f"doc{i:02d}.txt"
+        path.write_text(doc)
+        paths.append(path)
+    return paths
+
+
+def test_bins_hold_exactly_the_tokenizer_output(tmp_path, corpus_files):
+    meta = run(tmp_path, "--input", str(tmp_path / "doc*.txt"), "--name", "docs", "--vocab_size", "300")
+    directory = tmp_path / "data" / "docs"
+    enc = load_tokenizer(directory, meta["tokenizer"])
+    assert meta["dtype"] == "uint16" and meta["vocab_size"] == 300 and enc.eot_token == 299
+    for split in ("train", "val"):
+        docs = [p.read_text() for p in corpus_files]
+        docs = [d for d in docs if (prepare.zlib.crc32(d.encode()) / 2 ** 32 < 0.1) == (split == "val")]
+        expected = [t for d in docs for t in enc.encode_ordinary(d) + [enc.eot_token]]
+        got = read_split(directory, meta, split)
+        assert got.dtype == np.uint16 and got.tolist() == expected
+        assert meta["splits"][split]["tokens"] == len(expected)
+        assert meta["splits"][split]["bytes"] == sum(len(d.encode()) for d in docs)
+        assert enc.decode(got.tolist()) == "<|endoftext|>".join(docs) + "<|endoftext|>"  # round trip
+    assert meta["splits"]["val"]["tokens"] > 0
+
+
+def test_bpe_round_trips_any_text():
+    ranks = train_bpe(make_docs(30), 400)
+    import tiktoken
+    from tokenizer import GPT2_PATTERN
+    enc = tiktoken.Encoding("t", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    for text in ["the king's horse\n\n  rides", "naïve café — 東京 🐍", "\x00\xff odd bytes\t"]:
+        assert enc.decode(enc.encode_ordinary(text)) == text
+
+
+def test_bpe_never_sees_validation_text(tmp_path):
+    train = "\n".join(make_docs(40))
+    val = "\n".join(["zyxquv " * 50] * 20)  # a word repeated only in the last part: a BPE that saw it would merge it
+    path = tmp_path / "book.txt"
+    path.write_text(train + "\n" + val)
+    meta = run(tmp_path, "--input", str(path), "--vocab_size", "400", "--val_fraction", str(len(val) / (len(train) + len(val)) + 0.01))  # cut just before val
+    enc = load_tokenizer(tmp_path / "data" / "book", meta["tokenizer"])
+    tokens = [enc.decode_single_token_bytes(i) for i in range(enc.eot_token)]
+    assert not any(b"zyx" in t or b"quv" in t for t in tokens)
+    assert any(b"king" in t for t in tokens)  # it did learn the training words
+
+
+def test_split_is_deterministic_and_order_free(tmp_path, corpus_files):
+    first = run(tmp_path, "--input", str(tmp_path / "doc*.txt"), "--name", "a", "--vocab_size", "300")
+    again = run(tmp_path, "--input", str(tmp_path / "doc*.txt"), "--name", "a", "--vocab_size", "300", "--force")
+    assert first["splits"] == again["splits"]
+    bins = [(tmp_path / "data" / "a" / "val.bin").read_bytes()]
+    docs = [p.read_text() for p in corpus_files]
+    random.Random(1).shuffle(docs)  # the same documents in another order: the same val documents
+    (tmp_path / "shuffled.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    shuffled = run(tmp_path, "--input", str(tmp_path / "shuffled.jsonl"), "--vocab_size", "300")
+    enc = load_tokenizer(tmp_path / "data" / "shuffled", shuffled["tokenizer"])
+    val_docs = lambda ids: sorted(enc.decode(ids).split("<|endoftext|>"))  # noqa: E731
+    assert val_docs(read_split(tmp_path / "data" / "shuffled", shuffled, "val").tolist()) == \
+        val_docs(np.frombuffer(bins[0], dtype=np.uint16).tolist())
+
+
+def test_hub_path_on_a_local_file_of_the_hub_schema(tmp_path):
+    rows = [{"text": d, "id": f"<urn:{i}>", "url": "http://x", "score": 3.1, "token_count": 9} for i, d in enumerate(make_docs(80))]
+    (tmp_path / "fineweb.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ["--dataset", "fineweb-edu", "--hub_data_files", str(tmp_path / "fineweb.jsonl"), "--vocab_size", "300"]
+    one = run(tmp_path, *common, "--name", "one")
+    sharded = run(tmp_path, *common, "--name", "sharded", "--workers", "2", "--shard_tokens", "1000")
+    assert one["source"] == "hub:HuggingFaceFW/fineweb-edu"
+    assert len(sharded["splits"]["train"]["files"]) > 2 and sharded["splits"]["train"]["files"][0] == "train-00000.bin"
+    for split in ("train", "val"):  # two processes and many shards hold the same tokens as one file
+        assert np.array_equal(read_split(tmp_path / "data" / "one", one, split), read_split(tmp_path / "data" / "sharded", sharded, split))
+    budget = run(tmp_path, *common, "--name", "budget", "--max_tokens", "500", "--val_fraction", "0.5")
+    assert 500 <= budget["splits"]["train"]["tokens"] < 500 + 200  # whole documents, each < 200 tokens
+
+
+def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
+    book = tmp_path / "book.txt"
+    book.write_text("\n".join(make_docs(10)))
+    run(tmp_path, "--input", str(book), "--vocab_size", "260")
+    run(tmp_path, "--input", str(book), "--vocab_size", "260")
+    assert "up to date" in capsys.readouterr().out
+    book.write_text("\n".join(make_docs(10, seed=1)))
+    run(tmp_path, "--input", str(book), "--vocab_size", "260")
+    assert "up to date" not in capsys.readouterr().out
+
+
+def test_interrupted_write_leaves_no_finished_output(tmp_path, corpus_files, monkeypatch):
+    args = ["--input", str(tmp_path / "doc*.txt"), "--name", "x", "--vocab_size", "300"]
+    run(tmp_path, *args)
+
+    def killed(self, ids):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare.ShardWriter, "write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, *args, "--force")
+    directory = tmp_path / "data" / "x"
+    assert not (directory / "meta.json").exists()  # the old meta.json is gone: nothing looks finished
+    assert not (directory / "train.bin").exists() or not (directory / "meta.json").exists()
+    assert all(p.suffix == ".tmp" for p in directory.glob("*-*.bin*"))
+
+
+def test_corrupt_local_source_is_refused(tmp_path):
+    sources = tmp_path / "data" / "_sources"
+    sources.mkdir(parents=True)
+    (sources / "tinyshakespeare.txt").write_text("First Citizen:\nBefore we proceed any further, hear me spook.\n")
+    with pytest.raises(prepare.PrepareError, match="corrupt"):
+        run(tmp_path)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dataset", "wikitext"], "unknown dataset 'wikitext'"),
+    (["--input", "/nonexistent/*.txt"], "matches no files"),
+    (["--tokenizer", "nope"], "unknown tiktoken encoding 'nope'"),
+    (["--vocab_size", str(2 ** 32 + 1)], "does not fit uint32"),
+])
+def test_bad_input_is_a_one_line_error(tmp_path, corpus_files, argv, message, capsys):
+    if argv[0] != "--dataset" and argv[0] != "--input":
+        argv = ["--input", str(corpus_files[0]), *argv]
+    with pytest.raises(SystemExit) as exit:
+        prepare.main(["--out_dir", str(tmp_path / "data"), "--quiet", *argv])
+    assert message in str(exit.value) and "\n" not in str(exit.value)
+
+
+def test_undecodable_and_empty_inputs(tmp_path):
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 ".encode("latin1") * 100)
+    with pytest.raises(prepare.PrepareError, match="not valid UTF-8 .byte 3."):
+        run(tmp_path, "--input", str(tmp_path / "latin1.txt"))
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(prepare.PrepareError, match="split is empty"):
+        run(tmp_path, "--input", str(tmp_path / "empty.txt"), "--tokenizer", "gpt2")
+
+
+def test_id_dtype():
+    assert prepare.id_dtype(65536) == np.uint16 and prepare.id_dtype(65537) == np.uint32
+    assert prepare.id_dtype(2 ** 32) == np.uint32

