@@ -121,7 +121,10 @@ def load_tokenizer(directory, info):
     path = Path(directory) / info["file"]
     if not path.exists():
         raise FileNotFoundError(f"tokenizer file {path} is missing; re-run prepare.py for this dataset")
-    ranks = parse_ranks(path.read_bytes())
-    return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=ranks,
-                             special_tokens={EOT: info["eot_id"]})
+    return make_encoding(info, path.read_bytes())
 
+
+def make_encoding(info, rank_file):
+    """A tiktoken Encoding from a meta.json 'tokenizer' entry and the bytes of its rank file."""
+    return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=parse_ranks(rank_file),
+                             special_tokens={EOT: info["eot_id"]})

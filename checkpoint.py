@@ -1,0 +1,87 @@
+"""Checkpoints: written atomically, loaded safely; the one loader train, sample and eval share.
+
+A checkpoint is a dict of tensors and plain values (so `torch.load(weights_only=True)` can
+read it without running any pickled code): the raw model's state_dict, its GPTConfig, the
+optimizer state, the run settings, the step, and the tokenizer, so that it is all a run
+directory needs to resume, sample or evaluate.
+"""
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from model import GPT, GPTConfig
+from tokenizer import make_encoding
+
+CKPT_NAME = "ckpt.pt"
+
+
+class CheckpointError(Exception):
+    """A missing, corrupt or mismatched checkpoint; scripts print it as one line."""
+
+
+def save_checkpoint(state, out_dir):
+    """Write state to out_dir/ckpt.pt atomically: the previous file stays until the new one is complete."""
+    path = Path(out_dir) / CKPT_NAME
+    tmp = path.with_name(CKPT_NAME + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
+    os.replace(tmp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # and the rename itself survives a crash
+    finally:
+        os.close(directory)
+
+
+def find_checkpoint(path):
+    """The checkpoint file for a run directory or a file path."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CKPT_NAME
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}; train first (python train.py ...) or pass --ckpt out/<run>")
+    return path
+
+
+def load_checkpoint(path, device="cpu"):
+    """The checkpoint dict from a run directory or file, read with weights_only=True."""
+    path = find_checkpoint(path)
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # truncated zip, garbage bytes, or a pickle that wants to run code
+        reason = str(e).strip().splitlines()[0][:160]
+        raise CheckpointError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, truncated or unsafe") from None
+    missing = {"model", "model_config", "tokenizer"} - set(ckpt if isinstance(ckpt, dict) else ())
+    if missing:
+        raise CheckpointError(f"{path} is not a tablefree checkpoint (missing {', '.join(sorted(missing))})")
+    return ckpt
+
+
+def build_model(ckpt):
+    """The GPT a checkpoint describes, with its weights loaded."""
+    try:
+        model = GPT(GPTConfig(**ckpt["model_config"]))
+        model.load_state_dict(ckpt["model"])
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"checkpoint weights do not fit its model config: {str(e).splitlines()[0][:200]}") from None
+    return model
+
+
+def tokenizer_state(info, rank_file):
+    """What a checkpoint stores to decode its tokens: the meta.json entry and the rank file text."""
+    return {"info": info, "ranks": Path(rank_file).read_text()}
+
+
+def load_encoding(ckpt):
+    """The tiktoken Encoding a checkpoint was trained with."""
+    return make_encoding(ckpt["tokenizer"]["info"], ckpt["tokenizer"]["ranks"].encode())
+
+
+def model_state(model):
+    """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
+    return {"model": model.state_dict(), "model_config": asdict(model.config)}

@@ -1,0 +1,78 @@
+"""Sample from a trained model, streaming tokens as they are chosen.
+
+    python sample.py --ckpt out/
+    python sample.py --ckpt out/ckpt.pt --start "ROMEO:" --num_samples 3 --max_new_tokens 200
+    python sample.py --ckpt out/ --start_file prompt.txt --temperature 0   # greedy
+
+The tokenizer travels inside the checkpoint, so no data directory or extra flag is needed.
+"""
+
+import argparse
+import codecs
+import sys
+from contextlib import nullcontext
+
+import torch
+
+from checkpoint import CheckpointError, build_model, load_checkpoint, load_encoding
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
+    p.add_argument("--start", default="\n", help="prompt text")
+    p.add_argument("--start_file", help="read the prompt from this file instead")
+    p.add_argument("--num_samples", type=int, default=2)
+    p.add_argument("--max_new_tokens", type=int, default=300)
+    p.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
+    p.add_argument("--top_k", type=int, default=200, help="sample from the k likeliest tokens; 0 for all")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    p.add_argument("--no_cache", action="store_true", help="recompute the whole context every token (slow reference)")
+    return p.parse_args(argv)
+
+
+def sample(args, out=sys.stdout):
+    """Print num_samples continuations of the prompt; return them as lists of token ids."""
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    ckpt = load_checkpoint(args.ckpt, "cpu")
+    model = build_model(ckpt).to(device).eval()
+    enc = load_encoding(ckpt)
+    del ckpt
+    prompt = open(args.start_file, encoding="utf-8").read() if args.start_file else args.start
+    ids = enc.encode(prompt, allowed_special="all") or [enc.eot_token]  # an empty prompt starts a new document
+    device_type = device.split(":")[0]
+    bf16 = device_type == "cuda" and torch.cuda.is_bf16_supported()
+    autocast = torch.autocast(device_type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    generator = torch.Generator(device).manual_seed(args.seed)
+    samples = []
+    for _ in range(args.num_samples):
+        idx = torch.tensor([ids], device=device)  # (1, T)
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a token may end mid-character
+        out.write(prompt)
+        new = []
+        with autocast:
+            for token in model.generate(idx, args.max_new_tokens, args.temperature, args.top_k or None,
+                                        use_cache=not args.no_cache, generator=generator):
+                token = token.item()
+                if token == enc.eot_token:
+                    break
+                new.append(token)
+                out.write(text.decode(enc.decode_single_token_bytes(token)))
+                out.flush()
+        out.write(text.decode(b"", final=True) + "\n---------------\n")
+        samples.append(new)
+    return samples
+
+
+def main(argv=None):
+    try:
+        sample(parse_args(argv))
+    except (CheckpointError, OSError) as e:
+        sys.exit(f"sample.py: error: {e}")
+
+
+if __name__ == "__main__":
+    main()

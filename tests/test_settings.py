@@ -1,0 +1,52 @@
+"""Config files and command-line overrides. Run: python -m pytest tests/test_settings.py"""
+
+import pytest
+
+from settings import SettingsError, resolve
+
+DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
+
+
+def test_both_override_forms_and_types():
+    s = resolve(DEFAULTS, ["--input=affine", "--n_layer", "4", "--learning_rate=1e-3", "--compile", "false"])
+    assert s == {"input": "affine", "n_layer": 4, "learning_rate": 1e-3, "compile": False, "max_iters": 5000}
+    assert resolve(DEFAULTS, ["--learning_rate", "1"])["learning_rate"] == 1.0  # an int is fine for a float
+    assert type(resolve(DEFAULTS, ["--learning_rate", "1"])["learning_rate"]) is float
+    assert resolve(DEFAULTS, ["--compile=True"])["compile"] is True
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n_layers=4"], "unknown setting 'n_layers'; did you mean 'n_layer'?"),
+    (["--n_layer=4.5"], "n_layer must be int, got 4.5"),
+    (["--n_layer=four"], "n_layer must be int, got 'four'"),
+    (["--compile=yes"], "compile must be bool"),
+    (["--max_iters"], "--max_iters needs a value"),
+    (["train.txt"], "unexpected argument 'train.txt'"),
+    (["--learning_rate=__import__('os').system('echo hacked')"], "learning_rate must be float"),
+])
+def test_bad_overrides_are_clear_errors(argv, message):
+    with pytest.raises(SettingsError, match=message.replace("?", r"\?").replace("(", r"\(").replace(")", r"\)")):
+        resolve(DEFAULTS, argv)
+
+
+def test_config_files_are_parsed_not_executed(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text('"""doc"""\nn_layer = 2 * 3\nmax_iters = n_layer * 100 + 7\ninput = "learned"\nlearning_rate = -(-1e-3)\n')
+    s = resolve(DEFAULTS, [str(good), "--n_layer=8"])  # later arguments win
+    assert s["max_iters"] == 607 and s["input"] == "learned" and s["n_layer"] == 8 and s["learning_rate"] == 1e-3
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"n_layer = __import__('pathlib').Path({str(marker)!r}).touch()\n")
+    with pytest.raises(SettingsError, match="only literals, arithmetic and earlier settings"):
+        resolve(DEFAULTS, [str(evil)])
+    assert not marker.exists()
+    typo = tmp_path / "typo.py"
+    typo.write_text("n_layer = 2\nlearnig_rate = 1e-3\n")
+    with pytest.raises(SettingsError, match="typo.py: unknown setting 'learnig_rate'; did you mean 'learning_rate'"):
+        resolve(DEFAULTS, [str(typo)])
+    statement = tmp_path / "statement.py"
+    statement.write_text("import os\n")
+    with pytest.raises(SettingsError, match="line 1: config files hold only `name = value` lines"):
+        resolve(DEFAULTS, [str(statement)])
+    with pytest.raises(SettingsError, match="cannot read config file"):
+        resolve(DEFAULTS, [str(tmp_path / "missing.py")])

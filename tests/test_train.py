@@ -1,0 +1,122 @@
+"""train.py and sample.py end to end on a tiny prepared corpus, on CPU. Run: python -m pytest tests/test_train.py"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import prepare
+import sample
+import train
+from checkpoint import build_model, load_checkpoint
+from model import GPT, GPTConfig
+from settings import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=8", "--gradient_accumulation_steps=2",
+        "--learning_rate=3e-3", "--warmup_iters=2", "--min_lr=3e-4", "--eval_iters=4", "--log_interval=1",
+        "--device=cpu", "--compile=False"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    text = root / "tiny.txt"
+    text.write_text("".join(f"The {w} of the king is {v}, and the queen's {w} is {v} too.\n"
+                            for w in ("crown", "horse", "sword", "castle") for v in ("gold", "grey", "old", "bright")) * 40)
+    prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "tiny", "--out_dir", str(root), "--vocab_size", "300", "--quiet"]))
+    return root
+
+
+def run(data_dir, out_dir, *argv):
+    """train.py in this process; returns its log records."""
+    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), "--dataset=tiny", f"--out_dir={out_dir}", *TINY, *argv]))
+    return [json.loads(line) for line in (Path(out_dir) / "log.jsonl").read_text().splitlines()]
+
+
+def weights(out_dir):
+    return load_checkpoint(out_dir)["model"]
+
+
+@pytest.mark.parametrize("input", ["learned", "binary", "affine"])
+def test_a_few_steps_lower_the_loss(data_dir, tmp_path, input):
+    log = run(data_dir, tmp_path, f"--input={input}", "--max_iters=25", "--lr_decay_iters=25", "--eval_interval=25")
+    evals = [r for r in log if "val_loss" in r]
+    assert [r["iter"] for r in evals] == [0, 25]
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0, evals
+    assert evals[-1]["val_bpb"] > 0 and [r["iter"] for r in log if "loss" in r] == list(range(1, 26))
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model"]["input"] == input and config["params"]["input"] == (300 * 32 if input == "learned" else 0)
+
+
+def test_resume_continues_exactly(data_dir, tmp_path):
+    common = ["--input=affine", "--dropout=0.1", "--lr_decay_iters=16", "--eval_interval=4"]
+    straight = run(data_dir, tmp_path / "a", *common, "--max_iters=16")
+    run(data_dir, tmp_path / "b", *common, "--max_iters=8")
+    (tmp_path / "b" / "log.jsonl").open("a").write(json.dumps({"iter": 9, "loss": 0.0}) + "\n")  # logged after the checkpoint
+    resumed = run(data_dir, tmp_path / "b", *common, "--max_iters=16", "--init_from=resume")
+    assert [r["loss"] for r in resumed if "loss" in r] == [r["loss"] for r in straight if "loss" in r]  # bit for bit
+    assert [r.get("val_loss") for r in resumed] == [r.get("val_loss") for r in straight]
+    a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert load_checkpoint(tmp_path / "b")["iter_num"] == 16
+
+
+def test_resume_refuses_a_different_model(data_dir, tmp_path):
+    run(data_dir, tmp_path, "--input=binary", "--max_iters=2", "--eval_interval=2")
+    with pytest.raises(train.TrainError, match="trained with input='binary', not 'learned'"):
+        run(data_dir, tmp_path, "--input=learned", "--max_iters=4", "--init_from=resume")
+
+
+def test_torchrun_two_ranks_match_one_process(data_dir, tmp_path):
+    common = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--input=binary", "--max_iters=4",
+              "--lr_decay_iters=4", "--eval_interval=4"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29533",
+                          "train.py", *common, f"--out_dir={tmp_path / 'ddp'}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert ddp.returncode == 0, ddp.stderr[-2000:]
+    run(data_dir, tmp_path / "single", *common[3:])
+    log = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
+    rank0, rank1 = log[-1]["rank_checksums"]
+    assert rank0 == rank1  # both ranks hold identical weights
+    single, distributed = weights(tmp_path / "single"), weights(tmp_path / "ddp")
+    for k in single:  # the same global batch: equal to float tolerance (all-reduce sums in another order)
+        assert torch.allclose(single[k], distributed[k], atol=1e-5), k
+
+
+def test_compiled_loss_equals_eager():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=300, block_size=32, n_layer=2, n_head=2, n_embd=32, input="affine"))
+    idx = torch.randint(0, 300, (4, 32))
+    eager = model(idx, idx)[1]
+    compiled = torch.compile(model)(idx, idx)[1]
+    assert torch.allclose(eager, compiled, atol=1e-5) and eager.item() > 0
+
+
+def test_checkpoint_from_train_loads_in_sample(data_dir, tmp_path):
+    run(data_dir, tmp_path, "--input=affine", "--code_seed=7", "--max_iters=3", "--eval_interval=3")
+    ckpt = load_checkpoint(str(tmp_path) + "/")  # `--ckpt out/`: a directory with a trailing slash
+    assert ckpt["model_config"]["code_seed"] == 7 and build_model(ckpt).wte.A.shape == (9, 9)
+    outputs = []
+    for cache in ([], ["--no_cache"]):
+        printed = io.StringIO()
+        args = sample.parse_args(["--ckpt", str(tmp_path) + "/", "--start", "The crown", "--temperature", "0",
+                                  "--num_samples", "1", "--max_new_tokens", "12", "--device", "cpu", *cache])
+        tokens = sample.sample(args, printed)
+        assert printed.getvalue().startswith("The crown") and len(tokens[0]) > 0
+        outputs.append(tokens)
+    assert outputs[0] == outputs[1]  # KV cache and full recompute choose the same tokens
+
+
+def test_missing_data_and_checkpoint_are_one_line_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        train.main(["--data_dir", str(tmp_path), "--dataset=nothing", "--device=cpu"])
+    assert "meta.json not found; run `python prepare.py`" in str(exit.value)
+    with pytest.raises(SystemExit) as exit:
+        sample.main(["--ckpt", str(tmp_path)])
+    assert "no checkpoint at" in str(exit.value)
