@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from codes import LIFT_MODES, affine_code, binary_code, code_bits, code_values, lift_index, random_affine
+from codes import affine_code, binary_code, code_bits, code_values, lift_index, random_affine
 
 INPUTS = ("learned", "binary", "affine")
 

