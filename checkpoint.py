@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from model import GPT, GPTConfig
-from tokenizer import make_encoding
+from tokenizer import make_encoding, parse_ranks
 
 CKPT_NAME = "ckpt.pt"
 
@@ -79,7 +79,7 @@ def tokenizer_state(info, rank_file):
 
 def load_encoding(ckpt):
     """The tiktoken Encoding a checkpoint was trained with."""
-    return make_encoding(ckpt["tokenizer"]["info"], ckpt["tokenizer"]["ranks"].encode())
+    return make_encoding(ckpt["tokenizer"]["info"], parse_ranks(ckpt["tokenizer"]["ranks"].encode()))
 
 
 def model_state(model):

