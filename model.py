@@ -63,8 +63,8 @@ class LayerKV:
         start, self.pos = self.pos, self.pos + T
         self.k[:, :, start:self.pos] = k
         self.v[:, :, start:self.pos] = v
-        # query i sits at position start + i and may see keys 0 .. start + i
-        mask = torch.ones(T, self.pos, dtype=torch.bool, device=k.device).tril(diagonal=start)  # (T, pos)
+        # query i sits at position start + i and may see keys 0 .. start + i; one new query sees all
+        mask = None if T == 1 else torch.ones(T, self.pos, dtype=torch.bool, device=k.device).tril(diagonal=start)  # (T, pos)
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos], mask
 
 
@@ -201,9 +201,8 @@ class GPTConfig:
 
 def check_ids(idx, vocab_size):
     """Refuse ids outside [0, V): a fixed code would otherwise silently alias them."""
-    low, high = idx.min().item(), idx.max().item()
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
+    if ((idx < 0) | (idx >= vocab_size)).any():  # one host sync; the details only on failure
+        bad = idx.min().item() if idx.min() < 0 else idx.max().item()
         raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size}); "
                          f"re-tokenize the data or build the model with a larger vocab_size")
 

@@ -143,3 +143,12 @@ def test_generation_runs_past_the_window():
     model = tiny("affine").eval()
     out = list(model.generate(torch.zeros(1, 3, dtype=torch.long), 40, temperature=1.0, top_k=5))
     assert len(out) == 40 and all(t.shape == (1, 1) for t in out)
+
+
+def test_weight_decay_goes_to_matrices_only():
+    model = tiny("learned", bias=True)
+    decay, no_decay = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu").param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+    assert any(p is model.wte.weight for p in decay["params"])  # the learned table is a matrix too
