@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import prepare
+from corpus import fetch_source
 from model import GPT, GPTConfig
 from tokenizer import load_tokenizer
 
@@ -32,10 +33,11 @@ def machine():
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
 
 
-def bench_prepare(quick):
+def bench_prepare(args):
     """prepare.py's throughput on tiny Shakespeare cut into documents and repeated to a few MB."""
+    quick = args.quick
     with tempfile.TemporaryDirectory() as tmp:
-        text = prepare.fetch_source("tinyshakespeare.txt", Path("data") / "_sources")[0].decode()
+        text = fetch_source("tinyshakespeare.txt", Path(args.data_dir) / "_sources")[0].read_text()
         paragraphs = text.split("\n\n")
         docs = ["\n\n".join(paragraphs[i:i + 40]) for i in range(0, len(paragraphs), 40)] * (1 if quick else 4)
         corpus = Path(tmp) / "corpus.jsonl"
@@ -65,9 +67,9 @@ def bench_prepare(quick):
 
 
 @torch.no_grad()
-def bench_generate(quick):
+def bench_generate(args):
     """Sampling speed of the quick-start model shape (untrained weights: speed does not depend on them)."""
-    lengths = (32, 64) if quick else (256, 1024)
+    lengths = (32, 64) if args.quick else (256, 1024)
     config = GPTConfig(vocab_size=1024, n_layer=4, n_head=4, n_embd=160, block_size=max(lengths) + 16, input="binary")
     torch.manual_seed(0)
     model = GPT(config).eval()
@@ -104,6 +106,7 @@ def main(argv=None):
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
     p.add_argument("--out", default="BENCHMARKS.md", help="markdown report; the JSON goes beside it")
+    p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
     args = p.parse_args(argv)
     info = machine()
     command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else argv)])
@@ -111,7 +114,7 @@ def main(argv=None):
               f"torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
     results = {"machine": info, "command": command}
     for name in args.sections.split(","):
-        rows, table = SECTIONS[name](args.quick)
+        rows, table = SECTIONS[name](args)
         results[name] = rows
         report += [f"## {name}", "", *table, ""]
         print("\n".join([f"## {name}", *table, ""]), flush=True)
