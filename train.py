@@ -25,8 +25,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (CheckpointError, build_model, find_checkpoint, load_checkpoint, model_state, save_checkpoint,
-                        tokenizer_state)
+from checkpoint import CheckpointError, build_model, load_checkpoint, model_state, save_checkpoint, tokenizer_state
 from model import GPT, GPTConfig
 from settings import SettingsError, resolve
 
@@ -145,6 +144,9 @@ def peak_flops_of(device_type, configured):
 
 def train(s):
     """Run the training described by the settings dict s."""
+    for key in ("eval_interval", "eval_iters", "log_interval", "batch_size", "block_size", "gradient_accumulation_steps"):
+        if s[key] < 1:
+            raise TrainError(f"{key} must be at least 1, not {s[key]}")
     # ---- processes and devices: one process per device under torchrun ----
     ddp = "RANK" in os.environ
     if s["device"] == "auto":
@@ -164,7 +166,10 @@ def train(s):
     accum = s["gradient_accumulation_steps"] // world
     if s["dtype"] == "auto":
         s["dtype"] = ("bfloat16" if torch.cuda.is_bf16_supported() else "float16") if device_type == "cuda" else "float32"
-    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[s["dtype"]]
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if s["dtype"] not in dtypes:
+        raise TrainError(f"dtype must be 'auto' or one of {', '.join(dtypes)}, not {s['dtype']!r}")
+    ptdtype = dtypes[s["dtype"]]
     autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
     if device_type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -188,8 +193,8 @@ def train(s):
     # ---- model and optimizer, new or from out_dir/ckpt.pt ----
     out = Path(s["out_dir"])
     if s["init_from"] == "resume":
-        ckpt = load_checkpoint(find_checkpoint(out), "cpu")
-        for key in MODEL_KEYS:  # the architecture comes from the checkpoint; a conflicting request is an error
+        ckpt = load_checkpoint(out, "cpu")
+        for key in MODEL_KEYS:  # the architecture comes from the checkpoint; asking for another one is an error
             if key in ckpt["settings"] and s[key] != ckpt["settings"][key] and s[key] != DEFAULTS[key]:
                 raise TrainError(f"{out}/ckpt.pt was trained with {key}={ckpt['settings'][key]!r}, not {s[key]!r}; drop --{key} or use a new out_dir")
         if ckpt["model_config"]["vocab_size"] != meta["vocab_size"]:
@@ -262,7 +267,7 @@ def train(s):
     peak = peak_flops_of(device_type, s["peak_flops"])
     flops_per_iter = raw_model.flops_per_token() * tokens_per_iter
     progress = tqdm(total=s["max_iters"], initial=iter_num, disable=not master or None, unit="step", file=sys.stdout)
-    t0 = time.time()
+    t0, t0_iter = time.time(), iter_num  # ms/step is timed over the steps since t0_iter
     while True:
         lr = lr_at(iter_num, s)
         for group in optimizer.param_groups:
@@ -283,6 +288,7 @@ def train(s):
             if master and iter_num > 0 and not s["eval_only"] and (improved or s["always_save_checkpoint"] or iter_num == s["max_iters"]):
                 save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(), "settings": s,
                                  "iter_num": iter_num, "best_val_loss": best_val_loss, "tokenizer": tokenizer}, out)
+            t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
         if iter_num >= s["max_iters"] or s["eval_only"]:
             break
 
@@ -305,8 +311,8 @@ def train(s):
 
         if iter_num % s["log_interval"] == 0:
             lossf = loss.item()  # the last micro-batch's loss; a sync point, so only every log_interval
-            dt = (time.time() - t0) / s["log_interval"]
-            t0 = time.time()
+            dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
+            t0, t0_iter = time.time(), iter_num
             record = {"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt, "tok_s": tokens_per_iter / dt,
                       "mfu": flops_per_iter / dt / (peak * world) if peak else None}
             log(record)
