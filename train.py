@@ -201,11 +201,11 @@ def train(s):
             raise TrainError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but {data} has {meta['vocab_size']}; resume on the same dataset")
         model = build_model(ckpt)
         s.update({key: ckpt["settings"][key] for key in MODEL_KEYS})
-        iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
+        iter_num, best_val_loss, elapsed = ckpt["iter_num"], ckpt["best_val_loss"], ckpt["elapsed_s"]
     elif s["init_from"] == "scratch":
         torch.manual_seed(s["seed"])  # the same initial weights on every rank
         model = GPT(GPTConfig(vocab_size=meta["vocab_size"], **{key: s[key] for key in MODEL_KEYS}))
-        iter_num, best_val_loss = 0, float("inf")
+        iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
     else:
         raise TrainError(f"init_from must be 'scratch' or 'resume', not {s['init_from']!r}")
     model.to(s["device"])
@@ -268,6 +268,7 @@ def train(s):
     flops_per_iter = raw_model.flops_per_token() * tokens_per_iter
     progress = tqdm(total=s["max_iters"], initial=iter_num, disable=not master or None, unit="step", file=sys.stdout)
     t0, t0_iter = time.time(), iter_num  # ms/step is timed over the steps since t0_iter
+    started = time.time() - elapsed  # wall time of the run, counting the runs it resumes
     while True:
         lr = lr_at(iter_num, s)
         for group in optimizer.param_groups:
@@ -275,7 +276,8 @@ def train(s):
         if iter_num % s["eval_interval"] == 0 or iter_num == s["max_iters"] or s["eval_only"]:
             losses = evaluate()
             record = {"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
-                      "val_ppl": math.exp(min(losses["val"], 50)), "val_bpb": losses["val"] / math.log(2) / bytes_per_token["val"]}
+                      "val_ppl": math.exp(min(losses["val"], 50)), "val_bpb": losses["val"] / math.log(2) / bytes_per_token["val"],
+                      "elapsed_s": time.time() - started}
             if master:
                 progress.write(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                                f"val ppl {record['val_ppl']:.2f}, val {record['val_bpb']:.3f} bits/byte")
@@ -287,7 +289,8 @@ def train(s):
             best_val_loss = min(best_val_loss, losses["val"])
             if master and iter_num > 0 and not s["eval_only"] and (improved or s["always_save_checkpoint"] or iter_num == s["max_iters"]):
                 save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(), "settings": s,
-                                 "iter_num": iter_num, "best_val_loss": best_val_loss, "tokenizer": tokenizer}, out)
+                                 "iter_num": iter_num, "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
+                                 "tokenizer": tokenizer}, out)
             t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
         if iter_num >= s["max_iters"] or s["eval_only"]:
             break

@@ -10,29 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import prepare
 import sample
 import train
 from checkpoint import build_model, load_checkpoint
+from conftest import TINY
 from model import GPT, GPTConfig
 from settings import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=8", "--gradient_accumulation_steps=2",
-        "--learning_rate=3e-3", "--warmup_iters=2", "--min_lr=3e-4", "--eval_iters=4", "--log_interval=1",
-        "--device=cpu", "--compile=False"]
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    text = root / "tiny.txt"
-    text.write_text("".join(f"The {w} of the king is {v}, and the queen's {w} is {v} too.\n"
-                            for w in ("crown", "horse", "sword", "castle") for v in ("gold", "grey", "old", "bright")) * 40)
-    prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "tiny", "--out_dir", str(root), "--vocab_size", "300", "--quiet"]))
-    return root
-
-
 def run(data_dir, out_dir, *argv):
     """train.py in this process; returns its log records."""
     train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), "--dataset=tiny", f"--out_dir={out_dir}", *TINY, *argv]))

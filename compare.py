@@ -1,0 +1,175 @@
+"""Does removing the trainable input table hurt? Train learned, binary and affine inputs over
+several seeds, everything else equal, and write the table: results/<name>.md, .json and .png.
+
+    python prepare.py --dataset shakespeare-plays && python compare.py --preset cpu   # ~1 h, 2 cores
+    torchrun --nproc_per_node=8 compare.py --preset gpu                              # the papers' table
+    python compare.py config/my.py --name mine --seeds 5 --max_iters=2000            # any config
+
+Every run is train.train() (the same code as train.py) with the preset's settings plus
+`input`, `seed`, and for affine `code_seed = seed`, so each affine seed also draws its own A
+and b: the table doubles as the papers' robustness check on the code assignment. A run whose
+log already holds its final evaluation is not redone; an interrupted one resumes from its
+checkpoint, so interrupting compare.py and starting it again loses at most one eval interval.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import train
+from bench import machine
+from checkpoint import CheckpointError
+from settings import SettingsError, resolve
+
+PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
+INPUTS = ("learned", "binary", "affine")
+PAPER_PPL = {"learned": 2.44, "binary": 2.36, "affine": 2.39}  # 32 layers, 17B tokens, 3 seeds each
+
+
+def run_dir(root, input, seed):
+    return Path(root) / f"{input}-seed{seed}"
+
+
+def read_run(directory):
+    """One finished run's numbers from its log.jsonl and config.json."""
+    log = [json.loads(line) for line in (directory / "log.jsonl").read_text().splitlines()]
+    config = json.loads((directory / "config.json").read_text())
+    s = config["settings"]
+    evals = [r for r in log if "val_loss" in r]
+    final = evals[-1]
+    return {"val_loss": final["val_loss"], "val_ppl": math.exp(final["val_loss"]), "val_bpb": final["val_bpb"],
+            "tokens": s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"],
+            "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
+            "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals]}
+
+
+def finished(directory, max_iters):
+    """True when the run's log holds its final evaluation."""
+    log = directory / "log.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return any(r["iter"] == max_iters and "val_loss" in r for r in records)
+
+
+def summarize(runs):
+    """Per-interface statistics over seeds, and each fixed code against learned.
+
+    runs: {input: [read_run(...) per seed]}. Mean and sample standard deviation (n - 1) over
+    seeds; `spread` is (max - min) / mean of the seeds' perplexities. A difference "exceeds seed
+    variation" when the gap between mean val losses is more than twice its standard error,
+    sqrt(s_a^2 / n_a + s_b^2 / n_b) (a rough 95% rule; with 3 seeds a t-test would need ~4.3x).
+    """
+    summary = {}
+    for input, rs in runs.items():
+        losses, ppls = [r["val_loss"] for r in rs], [r["val_ppl"] for r in rs]
+        summary[input] = {
+            "seeds": len(rs), "val_loss": statistics.mean(losses), "val_loss_std": statistics.stdev(losses) if len(rs) > 1 else 0.0,
+            "val_ppl": statistics.mean(ppls), "val_ppl_std": statistics.stdev(ppls) if len(rs) > 1 else 0.0,
+            "spread": (max(ppls) - min(ppls)) / statistics.mean(ppls),
+            "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
+            "wall_s": statistics.mean(r["wall_s"] for r in rs),
+        }
+    if "learned" in summary:
+        base = summary["learned"]
+        for input in (i for i in summary if i != "learned"):
+            s = summary[input]
+            gap = s["val_loss"] - base["val_loss"]
+            stderr = math.sqrt(s["val_loss_std"] ** 2 / s["seeds"] + base["val_loss_std"] ** 2 / base["seeds"])
+            s["vs_learned"] = {"loss_gap": gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr,
+                               "exceeds_seed_variation": abs(gap) > 2 * stderr}
+    return summary
+
+
+def report(name, command, machine, summary):
+    """The results table in Markdown."""
+    lines = [f"# {name}: learned vs binary vs affine inputs", "",
+             f"`{command}` on {machine['cpu']} ({machine['threads']} threads), GPU: {machine['gpu']}, torch "
+             f"{machine['torch']}, finished {machine['date']}.", "",
+             "| input | seeds | val loss (mean ± std) | val ppl (mean ± std) | seed spread | trainable params | "
+             "input params | tokens per run | wall time per run |", "|---|---|---|---|---|---|---|---|---|"]
+    for input, s in summary.items():
+        lines.append(f"| {input} | {s['seeds']} | {s['val_loss']:.4f} ± {s['val_loss_std']:.4f} | {s['val_ppl']:.2f} ± "
+                     f"{s['val_ppl_std']:.2f} | {100 * s['spread']:.1f}% | {s['trainable']:,} | {s['input_params']:,} | "
+                     f"{s['tokens']:,} | {s['wall_s'] / 60:.1f} min |")
+    lines += ["", "Papers (32 layers, 17B tokens, 3 seeds): perplexity 2.44 learned, 2.36 binary, 2.39 affine; "
+              "seed-to-seed variation 4.8%.", ""]
+    for input, s in summary.items():
+        if "vs_learned" in s:
+            v = s["vs_learned"]
+            verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
+            lines.append(f"- {input} vs learned: val loss {v['loss_gap']:+.4f} nats (perplexity {100 * v['ppl_ratio']:+.1f}%), "
+                         f"standard error {v['stderr']:.4f}; the gap {verdict} seed variation (|gap| > 2 standard errors).")
+    lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs, path):
+    """Validation-loss curves of every run, if matplotlib is installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for color, (input, rs) in zip(("tab:blue", "tab:orange", "tab:green"), runs.items()):
+        for k, r in enumerate(rs):
+            steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
+            ax.plot(steps, losses, color=color, alpha=0.8, label=input if k == 0 else None)
+    ax.set(xlabel="step", ylabel="validation loss (nats/token)", title=path.stem)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=PRESETS, help="cpu (config/compare_cpu.py) or gpu (the papers' 32-layer config)")
+    p.add_argument("--name", help="names results/<name>.* and out-compare/<name>/ (default: the preset)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per input (the papers used 3)")
+    p.add_argument("--inputs", default=",".join(INPUTS))
+    p.add_argument("--results_dir", default="results")
+    p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
+    args, rest = p.parse_known_args(argv)
+    name = args.name or args.preset or "compare"
+    overrides = ([PRESETS[args.preset]] if args.preset else []) + rest
+    master = int(os.environ.get("RANK", 0)) == 0
+    try:
+        base = resolve(train.DEFAULTS, overrides)
+        root = Path(args.runs_dir or f"out-compare/{name}")
+        runs = {}
+        for input in args.inputs.split(","):
+            runs[input] = []
+            for seed in range(args.seeds):
+                directory = run_dir(root, input, seed)
+                if not finished(directory, base["max_iters"]):
+                    resume = (directory / "ckpt.pt").exists()
+                    if master:
+                        print(f"== {input}, seed {seed}: {'resuming' if resume else 'training'} in {directory}", flush=True)
+                    train.train({**base, "input": input, "seed": seed, "code_seed": seed, "out_dir": str(directory),
+                                 "init_from": "resume" if resume else "scratch"})
+                runs[input].append(read_run(directory))
+    except (SettingsError, train.TrainError, CheckpointError) as e:
+        sys.exit(f"compare.py: error: {e}")
+    if not master:
+        return
+    summary, info = summarize(runs), machine()
+    command = " ".join(["python compare.py", *argv])
+    results = Path(args.results_dir)
+    results.mkdir(parents=True, exist_ok=True)
+    table = report(name, command, info, summary)
+    (results / f"{name}.md").write_text(table)
+    (results / f"{name}.json").write_text(json.dumps({"command": command, "machine": info, "settings": base,
+                                                      "summary": summary, "runs": runs}, indent=2))
+    plot(runs, results / f"{name}.png")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

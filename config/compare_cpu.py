@@ -1,0 +1,26 @@
+"""compare.py's CPU preset: learned vs binary vs affine, 3 seeds each, about an hour on 2 cores.
+
+    python prepare.py --dataset shakespeare-plays     # 38 plays, whole plays held out for val
+    python compare.py --preset cpu                    # this file, once per input and seed
+
+Shakespeare's 38 plays (5 MB, a 1,024-token BPE, K = 10 bits) rather than tiny Shakespeare:
+each run sees 1.84M tokens, about one epoch of the training plays (tiny Shakespeare would be
+4.5 epochs). The model is 6 layers of n_embd 160 (16 copies of the 10-bit code).
+"""
+dataset = "shakespeare-plays"
+eval_interval = 100
+eval_iters = 20
+log_interval = 50
+n_layer = 6
+n_head = 4
+n_embd = 160
+block_size = 128
+dropout = 0.0
+batch_size = 16
+gradient_accumulation_steps = 1
+learning_rate = 2e-3
+max_iters = 900
+lr_decay_iters = 900
+warmup_iters = 50
+min_lr = 2e-4
+compile = False
