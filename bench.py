@@ -1,18 +1,26 @@
-"""Benchmarks, measured on this machine in one run and written to BENCHMARKS.md and benchmarks.json.
+"""Benchmarks, measured on this machine in one run and written to BENCHMARKS.md and BENCHMARKS.json.
 
     python bench.py                        # every section
-    python bench.py --sections generate    # some of them: prepare, generate
-    python bench.py --quick                # small sizes, well under a minute
+    python bench.py --sections train,memory   # some of them
+    python bench.py --quick                # small sizes, eager only: well under a minute
 
-prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
-          tiktoken.encode_ordinary_batch on the same documents.
+train:    ms/step, tokens/s and MFU of a training step (forward, backward, fused AdamW) for
+          learned, binary and affine at the quick-start shape and at the papers' width and
+          vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and compiled. MFU is against
+          a large matmul measured here in the same dtype.
+memory:   peak memory of a training step per input (each in its own process) and the saving
+          against the theoretical V x n_embd x (4 + 4 + 8) bytes of an fp32 table + grad + AdamW.
+input:    forward + backward time of each input module alone, next to nn.Embedding.
 generate: tokens/s and time to first token of sampling with the KV cache and with full
           recomputation, batch 1 and 8, for 256 and 1024 new tokens.
+prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
+          tiktoken.encode_ordinary_batch on the same documents.
 """
 
 import argparse
 import json
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +30,7 @@ import torch
 
 import prepare
 from corpus import fetch_source
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, make_input
 from tokenizer import load_tokenizer
 
 
@@ -97,8 +105,156 @@ def bench_generate(args):
                          f"{r['tok_s']:,.0f} | {r['first_token_ms']:.1f} | {speedup} |")
     return rows, table
 
+SHAPES = {  # (GPTConfig fields, batch size); --quick shrinks the second
+    "quick-start": (dict(vocab_size=1024, n_layer=4, n_head=4, n_embd=160, block_size=128), 16),
+    "papers' width": (dict(vocab_size=65536, n_layer=2, n_head=16, n_embd=1024, block_size=256), 4),
+}
+QUICK_WIDTH = (dict(vocab_size=8192, n_layer=1, n_head=4, n_embd=256, block_size=64), 2)
+INPUTS = ("learned", "binary", "affine")
 
-SECTIONS = {"prepare": bench_prepare, "generate": bench_generate}
+
+def shapes(quick):
+    return {**SHAPES, "papers' width": QUICK_WIDTH} if quick else SHAPES
+
+
+def matmul_peak(quick, dtype=torch.float32):
+    """FLOP/s of a large square matmul on this machine: the practical ceiling for MFU."""
+    n = 512 if quick else 2048
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    reps = 5 if quick else 20
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n ** 3 * reps / (time.perf_counter() - start)
+
+
+def training_step(model, optimizer, x, y):
+    """One optimizer step as train.py takes it (one micro-batch, fp32 on CPU)."""
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def time_steps(model, optimizer, x, y, steps):
+    """Seconds per step after warm-up (which includes any compilation), and the warm-up time."""
+    start = time.perf_counter()
+    for _ in range(2):
+        training_step(model, optimizer, x, y)
+    warmup = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(steps):
+        training_step(model, optimizer, x, y)
+    return (time.perf_counter() - start) / steps, warmup
+
+
+def bench_train(args):
+    """Training-step speed of every input at each shape, eager and compiled."""
+    peak, rows = matmul_peak(args.quick), []
+    for shape, (fields, batch) in shapes(args.quick).items():
+        x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), generator=torch.Generator().manual_seed(0))
+        for compiled in (False,) if args.quick else (False, True):  # compiling takes ~30 s a model here
+            for input in INPUTS:
+                torch.manual_seed(0)
+                raw = GPT(GPTConfig(input=input, **fields))
+                model = torch.compile(raw) if compiled else raw
+                optimizer = raw.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")
+                seconds, warmup = time_steps(model, optimizer, x, x, 2 if args.quick else 8)
+                tokens = x.numel()
+                rows.append({"shape": shape, "input": input, "compiled": compiled, "ms": 1000 * seconds,
+                             "tok_s": tokens / seconds, "mfu": raw.flops_per_token() * tokens / seconds / peak,
+                             "warmup_s": warmup, "trainable": raw.param_counts()["trainable"]})
+    table = [f"Measured matmul peak: {peak / 1e9:.0f} GFLOP/s (fp32, {'512' if args.quick else '2048'}^3). "
+             f"Steps are forward + backward + fused AdamW, fp32, batch x block_size tokens.", "",
+             "| shape | input | compiled | trainable params | ms/step | tokens/s | MFU | first 2 steps (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    table += [f"| {r['shape']} | {r['input']} | {'yes' if r['compiled'] else 'no'} | {r['trainable']:,} | {r['ms']:.1f} | "
+              f"{r['tok_s']:,.0f} | {100 * r['mfu']:.1f}% | {r['warmup_s']:.1f} |" for r in rows]
+    table += ["", "Targets:"]
+    for shape in shapes(args.quick):
+        for compiled in sorted({r["compiled"] for r in rows}):
+            ms = {r["input"]: r["ms"] for r in rows if r["shape"] == shape and r["compiled"] == compiled}
+            for input in ("binary", "affine"):
+                met = "met" if ms[input] <= ms["learned"] else "NOT met"
+                table.append(f"- {shape}, {'compiled' if compiled else 'eager'}: {input} {ms[input]:.1f} ms vs learned "
+                             f"{ms['learned']:.1f} ms ({ms[input] / ms['learned']:.2f}x): no slower, {met}")
+    best = max(r["mfu"] for r in rows if r["shape"] == "papers' width")
+    table.append(f"- papers' width: best MFU {100 * best:.1f}% of the measured matmul peak (target 40%): "
+                 f"{'met' if best >= 0.4 else 'NOT met'}")
+    quick_mfu = max(r["mfu"] for r in rows if r["shape"] == "quick-start")
+    table.append(f"- quick-start shape: best MFU {100 * quick_mfu:.1f}% (stated, no target)")
+    return rows, table
+
+
+def memory_probe(input, quick):
+    """Run three training steps at the papers' width; print peak RSS and exact state bytes as JSON."""
+    import resource
+
+    fields, batch = shapes(quick)["papers' width"]
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(input=input, **fields))
+    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")
+    x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]))
+    for _ in range(3):
+        training_step(model, optimizer, x, x)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    state = sum(s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    print(json.dumps({"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux reports KiB
+                      "params": params, "grads": params, "adam": state}))
+
+
+def bench_memory(args):
+    """Each input in a fresh process, so one's peak cannot hide another's."""
+    fields, _ = shapes(args.quick)["papers' width"]
+    rows = []
+    for input in INPUTS:
+        code = f"import bench; bench.memory_probe({input!r}, {args.quick})"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        rows.append({"input": input, **json.loads(out.strip().splitlines()[-1])})
+    theory = fields["vocab_size"] * fields["n_embd"] * (4 + 4 + 8)
+    table = [f"Papers' width ({fields['n_layer']} layers, n_embd {fields['n_embd']}, V = {fields['vocab_size']:,}), "
+             f"fp32, after 3 training steps.", "",
+             "| input | peak RSS (MB) | parameters (MB) | gradients (MB) | AdamW state (MB) |", "|---|---|---|---|---|"]
+    table += [f"| {r['input']} | {r['peak_rss'] / 1e6:,.0f} | {r['params'] / 1e6:,.0f} | {r['grads'] / 1e6:,.0f} | "
+              f"{r['adam'] / 1e6:,.0f} |" for r in rows]
+    table += ["", f"Theoretical saving of a table: V x n_embd x (4 + 4 + 8) bytes = {theory / 1e6:,.0f} MB.", "", "Targets:"]
+    learned = rows[0]
+    for r in rows[1:]:
+        saving = learned["peak_rss"] - r["peak_rss"]
+        table.append(f"- {r['input']}: peak RSS {saving / 1e6:,.0f} MB lower = {100 * saving / theory:.0f}% of the "
+                     f"theoretical figure (target 90%): {'met' if saving >= 0.9 * theory else 'NOT met'}")
+    return rows, table
+
+
+def bench_input(args):
+    """Forward (+ backward where there are parameters) of the input module alone, papers' width."""
+    fields, _ = shapes(args.quick)["papers' width"]
+    idx = torch.randint(0, fields["vocab_size"], (16, fields["block_size"]))
+    reps, rows = (3 if args.quick else 20), []
+    for input in INPUTS:
+        module = make_input(GPTConfig(input=input, **fields))
+
+        def call():
+            out = module(idx)  # (16, T, n_embd)
+            if out.requires_grad:  # only the learned table has a backward to do
+                out.sum().backward()
+
+        for _ in range(2):  # warm-up
+            call()
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+        rows.append({"input": input, "ms": 1000 * (time.perf_counter() - start) / reps})
+    table = [f"Batch 16 x {fields['block_size']} ids, V = {fields['vocab_size']:,}, n_embd {fields['n_embd']}, fp32.", "",
+             "| input module | forward + backward (ms) |", "|---|---|"]
+    table += [f"| {'nn.Embedding' if r['input'] == 'learned' else r['input']} | {r['ms']:.2f} |" for r in rows]
+    return rows, table
+
+
+SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
+            "prepare": bench_prepare}
 
 
 def main(argv=None):

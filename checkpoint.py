@@ -1,4 +1,5 @@
-"""Checkpoints: written atomically, loaded safely; the one loader train, sample and eval share.
+"""The run directory: checkpoints written atomically and loaded safely (the one loader train,
+sample and eval share), config.json and the log.jsonl every run appends to.
 
 A checkpoint is a dict of tensors and plain values (so `torch.load(weights_only=True)` can
 read it without running any pickled code): the raw model's state_dict, its GPTConfig, the
@@ -6,6 +7,7 @@ optimizer state, the run settings, the step, and the tokenizer, so that it is al
 directory needs to resume, sample or evaluate.
 """
 
+import json
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -36,6 +38,24 @@ def save_checkpoint(state, out_dir):
         os.fsync(directory)  # and the rename itself survives a crash
     finally:
         os.close(directory)
+
+
+def write_atomic(path, text):
+    """Replace a text file so that a reader (or a crash) sees the old or the new file, never half."""
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_log(path):
+    """The records of a log.jsonl; a last line torn by a crash mid-write is dropped."""
+    records = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # only the last line can be torn: appends are sequential
+    return records
 
 
 def find_checkpoint(path):

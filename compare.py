@@ -22,7 +22,8 @@ from pathlib import Path
 
 import train
 from bench import machine
-from checkpoint import CheckpointError
+from checkpoint import CheckpointError, read_log
+from dataset import DataError
 from settings import SettingsError, resolve
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
@@ -36,7 +37,7 @@ def run_dir(root, input, seed):
 
 def read_run(directory):
     """One finished run's numbers from its log.jsonl and config.json."""
-    log = [json.loads(line) for line in (directory / "log.jsonl").read_text().splitlines()]
+    log = read_log(directory / "log.jsonl")
     config = json.loads((directory / "config.json").read_text())
     s = config["settings"]
     evals = [r for r in log if "val_loss" in r]
@@ -50,8 +51,7 @@ def read_run(directory):
 def finished(directory, max_iters):
     """True when the run's log holds its final evaluation."""
     log = directory / "log.jsonl"
-    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return any(r["iter"] == max_iters and "val_loss" in r for r in records)
+    return log.exists() and any(r["iter"] == max_iters and "val_loss" in r for r in read_log(log))
 
 
 def summarize(runs):
@@ -155,7 +155,7 @@ def main(argv=None):
                     train.train({**base, "input": input, "seed": seed, "code_seed": seed, "out_dir": str(directory),
                                  "init_from": "resume" if resume else "scratch"})
                 runs[input].append(read_run(directory))
-    except (SettingsError, train.TrainError, CheckpointError) as e:
+    except (SettingsError, train.TrainError, CheckpointError, DataError) as e:
         sys.exit(f"compare.py: error: {e}")
     if not master:
         return

@@ -19,13 +19,14 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import CheckpointError, build_model, load_checkpoint, model_state, save_checkpoint, tokenizer_state
+from checkpoint import (CheckpointError, build_model, load_checkpoint, model_state, read_log, save_checkpoint, tokenizer_state,
+                        write_atomic)
+from dataset import DataError, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
 from settings import SettingsError, resolve
 
@@ -73,6 +74,7 @@ device = "auto"  # 'auto' picks cuda, then mps, then cpu; or e.g. 'cuda:1'
 dtype = "auto"  # 'auto' is bfloat16 on GPUs that support it (float16 otherwise), float32 elsewhere
 compile = True  # torch.compile the model
 seed = 1337
+nonfinite = "stop"  # a non-finite training loss: 'stop' with an error, or 'skip' the step's update
 peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (none on CPU)
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_") and type(v) in (int, float, bool, str)}
@@ -84,38 +86,6 @@ GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
 
 class TrainError(Exception):
     """A problem with the run's inputs; printed as one line."""
-
-
-def load_split(directory, meta, split):
-    """The split's token shards as read-only memmaps, checked against meta.json."""
-    shards = []
-    for name in meta["splits"][split]["files"]:
-        path = directory / name
-        if not path.exists():
-            raise TrainError(f"{path} is missing; re-run prepare.py for {directory}")
-        itemsize = np.dtype(meta["dtype"]).itemsize
-        if path.stat().st_size % itemsize:
-            raise TrainError(f"{path} is {path.stat().st_size} bytes, not a whole number of {meta['dtype']} ids; it is truncated, re-run prepare.py --force")
-        shards.append(np.memmap(path, dtype=meta["dtype"], mode="r"))
-    if sum(len(s) for s in shards) != meta["splits"][split]["tokens"]:
-        raise TrainError(f"{directory}/{split} bins hold {sum(len(s) for s in shards)} tokens but meta.json says "
-                         f"{meta['splits'][split]['tokens']}; re-run prepare.py --force")
-    return shards
-
-
-def get_batch(shards, batch_size, block_size, vocab_size, generator):
-    """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token."""
-    starts = np.array([max(len(s) - block_size - 1, 0) for s in shards])  # valid window starts per shard
-    if starts.sum() == 0:
-        raise TrainError(f"the data holds fewer than block_size + 1 = {block_size + 1} tokens; lower block_size")
-    picks = torch.randint(int(starts.sum()), (batch_size,), generator=generator).numpy()
-    shard_of = np.searchsorted(np.cumsum(starts), picks, side="right")  # which shard each window is in
-    offsets = picks - np.concatenate(([0], np.cumsum(starts)))[shard_of]
-    windows = np.stack([shards[s][o:o + block_size + 1] for s, o in zip(shard_of, offsets)]).astype(np.int64)
-    if windows.max() >= vocab_size:
-        raise TrainError(f"the data holds token id {windows.max()} but the vocabulary has {vocab_size}; the bins do not match meta.json, re-run prepare.py --force")
-    windows = torch.from_numpy(windows)  # (B, T + 1)
-    return windows[:, :-1], windows[:, 1:]
 
 
 def seed_of(*keys):
@@ -147,6 +117,8 @@ def train(s):
     for key in ("eval_interval", "eval_iters", "log_interval", "batch_size", "block_size", "gradient_accumulation_steps"):
         if s[key] < 1:
             raise TrainError(f"{key} must be at least 1, not {s[key]}")
+    if s["nonfinite"] not in ("stop", "skip"):
+        raise TrainError(f"nonfinite must be 'stop' or 'skip', not {s['nonfinite']!r}")
     # ---- processes and devices: one process per device under torchrun ----
     ddp = "RANK" in os.environ
     if s["device"] == "auto":
@@ -177,15 +149,13 @@ def train(s):
 
     # ---- data: meta.json says the vocabulary, id type and bytes per token ----
     data = Path(s["data_dir"]) / s["dataset"]
-    if not (data / "meta.json").exists():
-        raise TrainError(f"{data}/meta.json not found; run `python prepare.py` (or prepare.py --name {s['dataset']} ...) first")
-    meta = json.loads((data / "meta.json").read_text())
-    splits = {split: load_split(data, meta, split) for split in ("train", "val")}
+    meta = read_meta(data)
+    splits = {split: open_split(data, meta, split) for split in ("train", "val")}
     bytes_per_token = {split: meta["splits"][split]["bytes"] / meta["splits"][split]["tokens"] for split in splits}
 
     def batch(split, *keys):
         generator = torch.Generator().manual_seed(seed_of(s["seed"], *keys))
-        x, y = get_batch(splits[split], s["batch_size"], s["block_size"], meta["vocab_size"], generator)
+        x, y = get_batch(splits[split], s["batch_size"], s["block_size"], generator)
         if device_type == "cuda":  # pinned memory lets the copy overlap with compute
             return x.pin_memory().to(s["device"], non_blocking=True), y.pin_memory().to(s["device"], non_blocking=True)
         return x.to(s["device"]), y.to(s["device"])
@@ -227,14 +197,14 @@ def train(s):
     if master:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "config.json").write_text(json.dumps({"settings": s, "model": model_state(raw_model)["model_config"],
+            write_atomic(out / "config.json", json.dumps({"settings": s, "model": model_state(raw_model)["model_config"],
                                                           "data": meta, "world_size": world, "params": counts}, indent=2))
         except OSError as e:
             raise TrainError(f"cannot write to out_dir {out}: {e.strerror}; choose a writable --out_dir") from None
         if log_path.exists():  # keep only what the run logged up to the checkpoint it resumes from
-            records = [json.loads(line) for line in log_path.read_text().splitlines()] if iter_num else []
-            kept = [r for r in records if r["iter"] < iter_num or (r["iter"] == iter_num and "loss" in r)]
-            log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            # the resumed run evaluates step iter_num again, so an evaluation logged there goes
+            kept = [r for r in read_log(log_path) if r["iter"] < iter_num or (r["iter"] == iter_num and "val_loss" not in r)]
+            write_atomic(log_path, "".join(json.dumps(r) + "\n" for r in kept))
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
               f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
         print(f"{s['device']} {s['dtype']}, {world} process(es), {tokens_per_iter:,} tokens per step")
@@ -296,6 +266,7 @@ def train(s):
             break
 
         torch.manual_seed(seed_of(s["seed"], "dropout", rank, iter_num))  # dropout masks: a function of the step
+        loss_sum = torch.zeros((), device=s["device"])
         for micro in range(accum):
             # numbered across ranks, so N ranks see the same global batch as one process
             x, y = batch("train", iter_num, rank * accum + micro)
@@ -303,17 +274,28 @@ def train(s):
             with sync, autocast:
                 _, loss = model(x, y)
             scaler.scale(loss / accum).backward()
-        if s["grad_clip"]:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), s["grad_clip"])
-        scaler.step(optimizer)
-        scaler.update()
+            loss_sum += loss.detach()
+        if ddp:
+            dist.all_reduce(loss_sum)  # every rank takes the same decision below
+        if torch.isfinite(loss_sum):  # one sync per step: a poisoned update must never reach the weights
+            if s["grad_clip"]:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), s["grad_clip"])
+            scaler.step(optimizer)
+            scaler.update()
+        elif s["nonfinite"] == "stop":
+            raise TrainError(f"training loss is {loss_sum.item()} at step {iter_num}; stopped before updating the weights, "
+                             f"the last checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
+        else:
+            log({"iter": iter_num + 1, "skipped": f"non-finite loss {loss_sum.item()}"})
+            if master:
+                progress.write(f"step {iter_num}: skipped, the training loss is {loss_sum.item()}")
         optimizer.zero_grad(set_to_none=True)
         iter_num += 1
         progress.update()
 
         if iter_num % s["log_interval"] == 0:
-            lossf = loss.item()  # the last micro-batch's loss; a sync point, so only every log_interval
+            lossf = loss_sum.item() / s["gradient_accumulation_steps"]  # mean over the step's micro-batches and ranks
             dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
             t0, t0_iter = time.time(), iter_num
             record = {"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt, "tok_s": tokens_per_iter / dt,
@@ -322,8 +304,6 @@ def train(s):
             if master:
                 mfu = f", mfu {100 * record['mfu']:.1f}%" if peak else ""
                 progress.write(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {record['ms']:.0f} ms, {record['tok_s']:,.0f} tok/s{mfu}")
-            if not math.isfinite(lossf):
-                raise TrainError(f"loss is {lossf} at step {iter_num}; not saving, lower learning_rate or resume from the last good checkpoint")
     progress.close()
     if ddp:  # DDP keeps ranks in step; record each rank's weight checksum so a desync would show
         flat = torch.cat([p.detach().double().flatten() for p in raw_model.parameters()])
@@ -338,7 +318,7 @@ def train(s):
 def main(argv=None):
     try:
         train(resolve(DEFAULTS, sys.argv[1:] if argv is None else argv))
-    except (SettingsError, TrainError, CheckpointError) as e:
+    except (SettingsError, TrainError, CheckpointError, DataError) as e:
         sys.exit(f"train.py: error: {e}")
 
 

@@ -1,0 +1,206 @@
+"""Fault injection: kill -9, non-finite losses and bad files never cost finished work.
+
+    python -m pytest tests/test_faults.py              # kills at chosen points (seconds)
+    python -m pytest tests/test_faults.py -m slow      # kills at random moments, many times
+
+Runs that are compared bit for bit all run as subprocesses, so they share the same conditions.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from checkpoint import load_checkpoint, read_log
+from conftest import TINY
+from model import GPT
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ["--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1", "--max_iters=12", "--lr_decay_iters=12", "--eval_interval=4"]
+# A child that runs train.py's main with one function wrapped to SIGKILL itself at a chosen call.
+CHILD = """
+import os, signal, sys
+import {module} as target
+original, calls = target.{name}, [0]
+def killer(*args, **kwargs):
+    calls[0] += 1
+    if {condition}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return original(*args, **kwargs)
+target.{name} = killer
+import train
+train.main(sys.argv[1:])
+"""
+
+
+def train_process(data_dir, out_dir, *extra, kill=None):
+    """train.py in a subprocess; kill = (module, function, condition on `calls` and `args`) to die at."""
+    argv = ["--data_dir", str(data_dir), f"--out_dir={out_dir}", *RUN, *extra]
+    code = CHILD.format(module=kill[0], name=kill[1], condition=kill[2]) if kill else "import sys, train; train.main(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "2"})
+
+
+def losses(out_dir):
+    return [(r["iter"], r.get("loss"), r.get("val_loss")) for r in read_log(Path(out_dir) / "log.jsonl")]
+
+
+def assert_same_run(a, b):
+    assert losses(a) == losses(b)
+    wa, wb = load_checkpoint(a)["model"], load_checkpoint(b)["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture(scope="module")
+def reference(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference")
+    done = train_process(data_dir, out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize("where, kill", [
+    ("writing the step-8 checkpoint", ("os", "fsync", "calls[0] == 3")),  # fsyncs 1-2: step 4; 3: step 8's file
+    ("between steps 6 and 7", ("train", "lr_at", "args[0] == 6")),
+    ("in the first step", ("train", "lr_at", "args[0] == 1")),
+])
+def test_kill_9_then_resume_matches_the_uninterrupted_run(data_dir, reference, tmp_path, where, kill):
+    killed = train_process(data_dir, tmp_path, kill=kill)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    if (tmp_path / "ckpt.pt").exists():
+        assert load_checkpoint(tmp_path)["iter_num"] == 4  # the last complete checkpoint, never a torn one
+        resumed = train_process(data_dir, tmp_path, "--init_from=resume")
+    else:  # killed before the first checkpoint: nothing to resume, start again
+        resumed = train_process(data_dir, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert_same_run(reference, tmp_path)
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments(data_dir, reference, tmp_path):
+    """Kill a run at random moments until it finishes; the result must equal the reference."""
+    rng, kills = random.Random(int(os.environ.get("KILL_SEED", "0"))), 0
+    for trial in range(int(os.environ.get("KILL_TRIALS", "5"))):
+        out = tmp_path / f"trial{trial}"
+        while True:
+            resume = ["--init_from=resume"] if (out / "ckpt.pt").exists() else []
+            argv = ["--data_dir", str(data_dir), f"--out_dir={out}", *RUN, *resume]
+            child = subprocess.Popen([sys.executable, "train.py", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "2"})
+            time.sleep(rng.uniform(1.0, 4.0))  # start-up takes ~1.5 s, the run ~3 s
+            if child.poll() is None:
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                kills += 1
+                if (out / "ckpt.pt").exists():
+                    load_checkpoint(out)  # always loadable
+                continue
+            assert child.returncode == 0, child.stderr.read().decode()[-2000:]
+            break
+        assert_same_run(reference, out)
+    print(f"survived {kills} kills")
+
+
+class PoisonAt:
+    """Wraps GPT.forward so that the training loss of one step is NaN."""
+
+    def __init__(self, monkeypatch, step, accum=2):
+        self.calls, self.step, self.accum, self.forward = 0, step, accum, GPT.forward
+        monkeypatch.setattr(GPT, "forward", self)
+
+    def __get__(self, model, owner):
+        return lambda *args, **kwargs: self(model, *args, **kwargs)
+
+    def __call__(self, model, idx, targets=None, cache=None):
+        logits, loss = self.forward(model, idx, targets, cache)
+        if model.training:
+            self.calls += 1
+            if (self.calls - 1) // self.accum == self.step:
+                loss = loss * float("nan")
+        return logits, loss
+
+
+def run_in_process(data_dir, out_dir, *extra):
+    train.train(train.resolve(train.DEFAULTS, ["--data_dir", str(data_dir), f"--out_dir={out_dir}", *RUN, *extra]))
+
+
+def test_nonfinite_loss_stops_before_the_update_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
+    PoisonAt(monkeypatch, step=5)
+    with pytest.raises(train.TrainError, match="training loss is nan at step 5; stopped before updating the weights"):
+        run_in_process(data_dir, tmp_path)
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["iter_num"] == 4 and all(torch.isfinite(w).all() for w in ckpt["model"].values())
+
+
+def test_nonfinite_loss_can_skip_the_step(data_dir, tmp_path, monkeypatch):
+    PoisonAt(monkeypatch, step=5)
+    run_in_process(data_dir, tmp_path, "--nonfinite=skip")
+    log = read_log(tmp_path / "log.jsonl")
+    assert [r["iter"] for r in log if "skipped" in r] == [6]
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["iter_num"] == 12 and all(torch.isfinite(w).all() for w in ckpt["model"].values())
+
+
+@pytest.fixture
+def dataset(data_dir, tmp_path):
+    """A private copy of the tiny dataset, to break."""
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir / "tiny", copy / "tiny")
+    return copy
+
+
+def one_line_error(capsys, *argv):
+    with pytest.raises(SystemExit) as exit:
+        train.main(list(argv))
+    message = str(exit.value)
+    assert message.startswith("train.py: error: ") and "\n" not in message and "Traceback" not in capsys.readouterr().err
+    return message
+
+
+def test_bad_data_files_are_one_line_errors(dataset, tmp_path, capsys):
+    args = ["--data_dir", str(dataset), f"--out_dir={tmp_path / 'out'}", *RUN]
+    meta_path, train_bin = dataset / "tiny" / "meta.json", dataset / "tiny" / "train.bin"
+    meta, ids = json.loads(meta_path.read_text()), train_bin.read_bytes()
+
+    train_bin.write_bytes(ids + b"\x01")  # not a whole number of uint16 ids
+    assert "not a whole number of uint16 ids" in one_line_error(capsys, *args)
+    bad = np.frombuffer(ids, dtype=np.uint16).copy()
+    bad[len(bad) // 2] = 300  # the vocabulary is 300: id 300 does not exist
+    train_bin.write_bytes(bad.tobytes())
+    assert "holds token id 300 but the vocabulary has 300" in one_line_error(capsys, *args)
+    train_bin.write_bytes(ids[:-2])
+    assert "tokens but meta.json says" in one_line_error(capsys, *args)
+    train_bin.write_bytes(ids)
+
+    meta_path.write_text(json.dumps({**meta, "vocab_size": 70000}))
+    assert "dtype uint16 holds ids below 65536" in one_line_error(capsys, *args)
+    meta_path.write_text(meta_path.read_text()[:50])
+    assert "meta.json is corrupt" in one_line_error(capsys, *args)
+    meta_path.unlink()
+    assert "meta.json not found; run `python prepare.py`" in one_line_error(capsys, *args)
+
+
+def test_bad_checkpoints_and_settings_are_one_line_errors(data_dir, tmp_path, capsys):
+    args = ["--data_dir", str(data_dir), f"--out_dir={tmp_path}", *RUN]
+    assert "no checkpoint at" in one_line_error(capsys, *args, "--init_from=resume")
+    run_in_process(data_dir, tmp_path, "--max_iters=4")
+    good = (tmp_path / "ckpt.pt").read_bytes()
+    assert "trained with n_layer=2, not 3" in one_line_error(capsys, *args, "--init_from=resume", "--n_layer=3")
+    assert "trained with input='affine', not 'learned'" in one_line_error(capsys, *args, "--init_from=resume", "--input=learned")
+    (tmp_path / "ckpt.pt").write_bytes(good[: len(good) // 3])
+    assert "corrupt, truncated or unsafe" in one_line_error(capsys, *args, "--init_from=resume")
+    config = tmp_path / "typo.py"
+    config.write_text("n_layer = 2\nlearnig_rate = 1e-3\n")
+    assert "unknown setting 'learnig_rate'; did you mean 'learning_rate'" in one_line_error(capsys, str(config))
+    (tmp_path / "file").write_text("")
+    assert "cannot write to out_dir" in one_line_error(capsys, *args, f"--out_dir={tmp_path / 'file' / 'run'}")
