@@ -190,8 +190,6 @@ def bench_train(args):
 
 def memory_probe(input, quick):
     """Run three training steps at the papers' width; print peak RSS and exact state bytes as JSON."""
-    import resource
-
     fields, batch = shapes(quick)["papers' width"]
     torch.manual_seed(0)
     model = GPT(GPTConfig(input=input, **fields))
@@ -201,8 +199,20 @@ def memory_probe(input, quick):
         training_step(model, optimizer, x, x)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     state = sum(s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
-    print(json.dumps({"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux reports KiB
-                      "params": params, "grads": params, "adam": state}))
+    print(json.dumps({"peak_rss": peak_rss(), "params": params, "grads": params, "adam": state}))
+
+
+def peak_rss():
+    """This process's peak resident memory in bytes.
+
+    Linux's VmHWM belongs to the process image; getrusage's ru_maxrss would also count the
+    parent's peak, which survives fork + exec, and make every probe read the same."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        line = next(l for l in status.read_text().splitlines() if l.startswith("VmHWM:"))
+        return int(line.split()[1]) * 1024  # kB
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # macOS reports bytes
 
 
 def bench_memory(args):
