@@ -56,7 +56,8 @@ class PrepareError(Exception):
 def fetch_source(name, cache_dir):
     """(path, where it came from) of a SOURCES file, cached in cache_dir and checked by sha256."""
     spec, path = SOURCES[name], Path(cache_dir) / name
-    if path.exists():
+    cached = path.exists()
+    if cached:
         data, source = path.read_bytes(), str(path)
     else:
         try:
@@ -71,10 +72,11 @@ def fetch_source(name, cache_dir):
                 raise PrepareError(f"{name} is unreachable ({e}); fetch it yourself: {fix}") from None
     if hashlib.sha256(data).hexdigest() != spec["sha256"]:
         raise PrepareError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    if not cached:  # write the cache once, atomically, and only after the sha256 check
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
     return path, source
 
 

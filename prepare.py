@@ -144,9 +144,10 @@ def prepare(args):
     # local inputs are also identified by size and modification time, so edits trigger a rebuild
     settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in (input_paths(args.input) if args.input else [])]
     meta_path = directory / "meta.json"
-    if meta_path.exists() and not args.force and json.loads(meta_path.read_text()).get("settings") == settings:
+    old = json.loads(meta_path.read_text()) if meta_path.exists() and not args.force else {}
+    if old.get("settings") == settings:
         print(f"{directory} is up to date (use --force to rebuild)")
-        return json.loads(meta_path.read_text())
+        return old
     directory.mkdir(parents=True, exist_ok=True)
     meta_path.unlink(missing_ok=True)  # from here on the directory is unfinished
     stream, source = open_corpus(args)

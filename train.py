@@ -151,7 +151,7 @@ def train(s):
     data = Path(s["data_dir"]) / s["dataset"]
     meta = read_meta(data)
     splits = {split: open_split(data, meta, split) for split in ("train", "val")}
-    bytes_per_token = {split: meta["splits"][split]["bytes"] / meta["splits"][split]["tokens"] for split in splits}
+    val_bytes_per_token = meta["splits"]["val"]["bytes"] / meta["splits"]["val"]["tokens"]  # for bits per byte
 
     def batch(split, *keys):
         generator = torch.Generator().manual_seed(seed_of(s["seed"], *keys))
@@ -246,7 +246,7 @@ def train(s):
         if iter_num % s["eval_interval"] == 0 or iter_num == s["max_iters"] or s["eval_only"]:
             losses = evaluate()
             record = {"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
-                      "val_ppl": math.exp(min(losses["val"], 50)), "val_bpb": losses["val"] / math.log(2) / bytes_per_token["val"],
+                      "val_ppl": math.exp(min(losses["val"], 50)), "val_bpb": losses["val"] / math.log(2) / val_bytes_per_token,
                       "elapsed_s": time.time() - started}
             if master:
                 progress.write(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
