@@ -1,15 +1,21 @@
 """Benchmarks, measured on this machine in one run and written to BENCHMARKS.md and BENCHMARKS.json.
 
-    python bench.py                        # every section
+    python bench.py                        # every section, on cuda if there is one, else cpu
+    python bench.py --device cpu           # force a device
     python bench.py --sections train,memory   # some of them
     python bench.py --quick                # small sizes, eager only: well under a minute
 
-train:    ms/step, tokens/s and MFU of a training step (forward, backward, fused AdamW) for
-          learned, binary and affine at the quick-start shape and at the papers' width and
-          vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and compiled. MFU is against
-          a large matmul measured here in the same dtype.
-memory:   peak memory of a training step per input (each in its own process) and the saving
-          against the theoretical V x n_embd x (4 + 4 + 8) bytes of an fp32 table + grad + AdamW.
+Steps run as train.py runs them: fp32 on a CPU, bf16 autocast on a GPU (weights and AdamW
+state stay fp32 either way).
+
+train:    ms/step (median of the timed steps), tokens/s and MFU of a training step (forward,
+          backward, fused AdamW) for learned, binary and affine at the quick-start shape and at
+          the papers' width and vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and
+          compiled. MFU is against a large matmul measured here in the same dtype, and against
+          the vendor's peak on a known GPU.
+memory:   peak memory of a training step per input (each in its own process), with 1 and with
+          2 micro-batches per step, and the saving against the theoretical V x n_embd x
+          (4 + 4 + 8) bytes of an fp32 table + gradient + AdamW state.
 input:    forward + backward time of each input module alone, next to nn.Embedding.
 generate: tokens/s and time to first token of sampling with the KV cache and with full
           recomputation, batch 1 and 8, for 256 and 1024 new tokens.
@@ -31,7 +37,9 @@ import torch
 import prepare
 from corpus import fetch_source
 from model import GPT, GPTConfig, make_input
+from settings import pick_device, pick_dtype
 from tokenizer import load_tokenizer
+from train import peak_flops_of
 
 
 def machine():
@@ -39,6 +47,12 @@ def machine():
             "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
             "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def sync(device):
+    """Wait for queued GPU work, so a clock read after it measures the work, not its launch."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
 
 
 def bench_prepare(args):
@@ -80,29 +94,35 @@ def bench_generate(args):
     lengths = (32, 64) if args.quick else (256, 1024)
     config = GPTConfig(vocab_size=1024, n_layer=4, n_head=4, n_embd=160, block_size=max(lengths) + 16, input="binary")
     torch.manual_seed(0)
-    model = GPT(config).eval()
+    model = GPT(config).to(args.device).eval()
     rows = []
     for batch in (1, 8):
-        prompt = torch.randint(0, 1024, (batch, 16))
+        prompt = torch.randint(0, 1024, (batch, 16), device=args.device)
         for new_tokens in lengths:
             for use_cache in (True, False):
                 start = time.perf_counter()
-                steps = model.generate(prompt, new_tokens, temperature=1.0, use_cache=use_cache)
-                next(steps)
-                first = time.perf_counter() - start
-                for _ in steps:
-                    pass
+                with args.autocast:
+                    steps = model.generate(prompt, new_tokens, temperature=1.0, use_cache=use_cache)
+                    next(steps)
+                    sync(args.device)
+                    first = time.perf_counter() - start
+                    for _ in steps:
+                        pass
+                sync(args.device)
                 seconds = time.perf_counter() - start
                 rows.append({"batch": batch, "new_tokens": new_tokens, "kv_cache": use_cache, "seconds": seconds,
                              "tok_s": batch * new_tokens / seconds, "first_token_ms": 1000 * first})
     table = [f"Model: the quick-start shape (4 layers, n_embd 160, V = 1,024, binary input), block_size "
-             f"{config.block_size}, prompt 16 tokens, fp32.", "",
+             f"{config.block_size}, prompt 16 tokens, {args.dtype_name}.", "",
              "| batch | new tokens | KV cache | tokens/s | first token (ms) | speed-up |", "|---|---|---|---|---|---|"]
     for cached, full in zip(rows[::2], rows[1::2]):
         for r in (cached, full):
             speedup = f"{cached['tok_s'] / full['tok_s']:.1f}x" if r is cached else ""
             table.append(f"| {r['batch']} | {r['new_tokens']} | {'yes' if r['kv_cache'] else 'no'} | "
                          f"{r['tok_s']:,.0f} | {r['first_token_ms']:.1f} | {speedup} |")
+    longest = [c["tok_s"] / f["tok_s"] for c, f in zip(rows[::2], rows[1::2]) if c["new_tokens"] == max(lengths)]
+    table += ["", "Target:", f"- KV cache at {max(lengths)} new tokens: {min(longest):.1f}x faster than recomputation "
+              f"at worst (target 5x): {'met' if min(longest) >= 5 else 'NOT met'}"]
     return rows, table
 
 SHAPES = {  # (GPTConfig fields, batch size); --quick shrinks the second
@@ -117,61 +137,79 @@ def shapes(quick):
     return {**SHAPES, "papers' width": QUICK_WIDTH} if quick else SHAPES
 
 
-def matmul_peak(quick, dtype=torch.float32):
-    """FLOP/s of a large square matmul on this machine: the practical ceiling for MFU."""
-    n = 512 if quick else 2048
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def matmul_peak(args):
+    """FLOP/s of a large square matmul on this device in the training dtype: the practical ceiling for MFU."""
+    n = 512 if args.quick else 2048 if args.device == "cpu" else 8192
+    a, b = (torch.randn(n, n, device=args.device, dtype=args.dtype) for _ in range(2))
     for _ in range(3):
         a @ b
-    reps = 5 if quick else 20
+    reps = 5 if args.quick else 20
+    sync(args.device)
     start = time.perf_counter()
     for _ in range(reps):
         a @ b
-    return 2 * n ** 3 * reps / (time.perf_counter() - start)
+    sync(args.device)
+    return 2 * n ** 3 * reps / (time.perf_counter() - start), n
 
 
-def training_step(model, optimizer, x, y):
-    """One optimizer step as train.py takes it (one micro-batch, fp32 on CPU)."""
-    _, loss = model(x, y)
-    loss.backward()
+def training_step(model, optimizer, batches, autocast):
+    """One optimizer step as train.py takes it: the loss of each micro-batch (x, y) scaled and backpropagated."""
+    for x, y in batches:
+        with autocast:
+            _, loss = model(x, y)
+        (loss / len(batches)).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
 
-def time_steps(model, optimizer, x, y, steps):
-    """Seconds per step after warm-up (which includes any compilation), and the warm-up time."""
+def time_steps(model, optimizer, batches, steps, args):
+    """Median seconds per step after two warm-up steps (which include any compilation), and the warm-up time.
+
+    The median of single steps, not the mean, so one step slowed by another process on the
+    machine does not move the figure."""
     start = time.perf_counter()
     for _ in range(2):
-        training_step(model, optimizer, x, y)
-    warmup = time.perf_counter() - start
-    start = time.perf_counter()
+        training_step(model, optimizer, batches, args.autocast)
+    sync(args.device)
+    warmup, times = time.perf_counter() - start, []
     for _ in range(steps):
-        training_step(model, optimizer, x, y)
-    return (time.perf_counter() - start) / steps, warmup
+        start = time.perf_counter()
+        training_step(model, optimizer, batches, args.autocast)
+        sync(args.device)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2], warmup
+
+
+def new_model(input, fields, args):
+    """A seeded model at a bench shape on the bench device, and its optimizer as train.py builds it."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(input=input, **fields)).to(args.device)
+    return model, model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), args.device.split(":")[0])
 
 
 def bench_train(args):
     """Training-step speed of every input at each shape, eager and compiled."""
-    peak, rows = matmul_peak(args.quick), []
+    (peak, n), vendor, rows = matmul_peak(args), peak_flops_of(args.device.split(":")[0], 0.0), []
     for shape, (fields, batch) in shapes(args.quick).items():
-        x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), generator=torch.Generator().manual_seed(0))
-        for compiled in (False,) if args.quick else (False, True):  # compiling takes ~30 s a model here
+        seeded = torch.Generator().manual_seed(0)
+        x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), generator=seeded).to(args.device)
+        for compiled in (False,) if args.quick else (False, True):  # compiling takes ~30 s a model on a CPU
             for input in INPUTS:
-                torch.manual_seed(0)
-                raw = GPT(GPTConfig(input=input, **fields))
+                raw, optimizer = new_model(input, fields, args)
                 model = torch.compile(raw) if compiled else raw
-                optimizer = raw.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")
-                seconds, warmup = time_steps(model, optimizer, x, x, 2 if args.quick else 8)
-                tokens = x.numel()
+                seconds, warmup = time_steps(model, optimizer, [(x, x)], 3 if args.quick else 15, args)
+                flops = raw.flops_per_token() * x.numel() / seconds
                 rows.append({"shape": shape, "input": input, "compiled": compiled, "ms": 1000 * seconds,
-                             "tok_s": tokens / seconds, "mfu": raw.flops_per_token() * tokens / seconds / peak,
+                             "tok_s": x.numel() / seconds, "mfu": flops / peak, "mfu_vendor": flops / vendor if vendor else None,
                              "warmup_s": warmup, "trainable": raw.param_counts()["trainable"]})
-    table = [f"Measured matmul peak: {peak / 1e9:.0f} GFLOP/s (fp32, {'512' if args.quick else '2048'}^3). "
-             f"Steps are forward + backward + fused AdamW, fp32, batch x block_size tokens.", "",
+    vendor_note = f" Vendor peak: {vendor / 1e12:.0f} TFLOP/s (bf16 dense)." if vendor else ""
+    table = [f"Measured matmul peak: {peak / 1e9:,.0f} GFLOP/s ({args.dtype_name}, {n}^3).{vendor_note} Steps are "
+             f"forward + backward + fused AdamW, {args.dtype_name}, batch x block_size tokens, median of the timed steps.", "",
              "| shape | input | compiled | trainable params | ms/step | tokens/s | MFU | first 2 steps (s) |",
              "|---|---|---|---|---|---|---|---|"]
     table += [f"| {r['shape']} | {r['input']} | {'yes' if r['compiled'] else 'no'} | {r['trainable']:,} | {r['ms']:.1f} | "
-              f"{r['tok_s']:,.0f} | {100 * r['mfu']:.1f}% | {r['warmup_s']:.1f} |" for r in rows]
+              f"{r['tok_s']:,.0f} | {100 * r['mfu']:.1f}%" + (f" ({100 * r['mfu_vendor']:.1f}% of vendor)" if vendor else "")
+              + f" | {r['warmup_s']:.1f} |" for r in rows]
     table += ["", "Targets:"]
     for shape in shapes(args.quick):
         for compiled in sorted({r["compiled"] for r in rows}):
@@ -188,18 +226,18 @@ def bench_train(args):
     return rows, table
 
 
-def memory_probe(input, quick):
-    """Run three training steps at the papers' width; print peak RSS and exact state bytes as JSON."""
+def memory_probe(input, micro_batches, quick, device):
+    """Run three training steps at the papers' width; print peak memory and exact state bytes as JSON."""
+    args = argparse.Namespace(device=device, autocast=pick_dtype("auto", device)[1])
     fields, batch = shapes(quick)["papers' width"]
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(input=input, **fields))
-    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")
-    x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]))
+    model, optimizer = new_model(input, fields, args)
+    x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), device=device)
     for _ in range(3):
-        training_step(model, optimizer, x, x)
+        training_step(model, optimizer, [(x, x)] * micro_batches, args.autocast)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     state = sum(s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
-    print(json.dumps({"peak_rss": peak_rss(), "params": params, "grads": params, "adam": state}))
+    peak = torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else peak_rss()
+    print(json.dumps({"peak": peak, "params": params, "grads": params, "adam": state}))
 
 
 def peak_rss():
@@ -216,35 +254,45 @@ def peak_rss():
 
 
 def bench_memory(args):
-    """Each input in a fresh process, so one's peak cannot hide another's."""
+    """Each input in a fresh process, so one's peak cannot hide another's.
+
+    With one micro-batch per step the table's gradient is created at the very end of backward,
+    after the activations are freed, so it is not part of the peak (zero_grad(set_to_none=True)
+    drops it before the next forward). With two or more (train.py's default: 32 micro-batches
+    over 8 ranks) the gradient accumulated so far is held through the next forward and backward,
+    so the table, its gradient and its AdamW state all sit at the peak."""
     fields, _ = shapes(args.quick)["papers' width"]
     rows = []
-    for input in INPUTS:
-        code = f"import bench; bench.memory_probe({input!r}, {args.quick})"
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-        rows.append({"input": input, **json.loads(out.strip().splitlines()[-1])})
+    for micro_batches in (1, 2):
+        for input in INPUTS:
+            code = f"import bench; bench.memory_probe({input!r}, {micro_batches}, {args.quick}, {args.device!r})"
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            rows.append({"input": input, "micro_batches": micro_batches, **json.loads(out.strip().splitlines()[-1])})
     theory = fields["vocab_size"] * fields["n_embd"] * (4 + 4 + 8)
+    what = "peak allocated CUDA memory" if args.device.startswith("cuda") else "peak RSS"
     table = [f"Papers' width ({fields['n_layer']} layers, n_embd {fields['n_embd']}, V = {fields['vocab_size']:,}), "
-             f"fp32, after 3 training steps.", "",
-             "| input | peak RSS (MB) | parameters (MB) | gradients (MB) | AdamW state (MB) |", "|---|---|---|---|---|"]
-    table += [f"| {r['input']} | {r['peak_rss'] / 1e6:,.0f} | {r['params'] / 1e6:,.0f} | {r['grads'] / 1e6:,.0f} | "
-              f"{r['adam'] / 1e6:,.0f} |" for r in rows]
+             f"{args.dtype_name}, after 3 training steps; peak is the process's {what}.", "",
+             "| micro-batches per step | input | peak (MB) | parameters (MB) | gradients (MB) | AdamW state (MB) |",
+             "|---|---|---|---|---|---|"]
+    table += [f"| {r['micro_batches']} | {r['input']} | {r['peak'] / 1e6:,.0f} | {r['params'] / 1e6:,.0f} | "
+              f"{r['grads'] / 1e6:,.0f} | {r['adam'] / 1e6:,.0f} |" for r in rows]
     table += ["", f"Theoretical saving of a table: V x n_embd x (4 + 4 + 8) bytes = {theory / 1e6:,.0f} MB.", "", "Targets:"]
-    learned = rows[0]
-    for r in rows[1:]:
-        saving = learned["peak_rss"] - r["peak_rss"]
-        table.append(f"- {r['input']}: peak RSS {saving / 1e6:,.0f} MB lower = {100 * saving / theory:.0f}% of the "
-                     f"theoretical figure (target 90%): {'met' if saving >= 0.9 * theory else 'NOT met'}")
+    for learned, *fixed in (rows[:3], rows[3:]):
+        for r in fixed:
+            saving = learned["peak"] - r["peak"]
+            table.append(f"- {r['micro_batches']} micro-batch(es), {r['input']}: peak {saving / 1e6:,.0f} MB lower = "
+                         f"{100 * saving / theory:.0f}% of the theoretical figure (target 90%): "
+                         f"{'met' if saving >= 0.9 * theory else 'NOT met'}")
     return rows, table
 
 
 def bench_input(args):
     """Forward (+ backward where there are parameters) of the input module alone, papers' width."""
     fields, _ = shapes(args.quick)["papers' width"]
-    idx = torch.randint(0, fields["vocab_size"], (16, fields["block_size"]))
+    idx = torch.randint(0, fields["vocab_size"], (16, fields["block_size"]), device=args.device)
     reps, rows = (3 if args.quick else 20), []
     for input in INPUTS:
-        module = make_input(GPTConfig(input=input, **fields))
+        module = make_input(GPTConfig(input=input, **fields)).to(args.device)
 
         def call():
             out = module(idx)  # (16, T, n_embd)
@@ -253,9 +301,11 @@ def bench_input(args):
 
         for _ in range(2):  # warm-up
             call()
+        sync(args.device)
         start = time.perf_counter()
         for _ in range(reps):
             call()
+        sync(args.device)
         rows.append({"input": input, "ms": 1000 * (time.perf_counter() - start) / reps})
     table = [f"Batch 16 x {fields['block_size']} ids, V = {fields['vocab_size']:,}, n_embd {fields['n_embd']}, fp32.", "",
              "| input module | forward + backward (ms) |", "|---|---|"]
@@ -269,16 +319,23 @@ SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
     p.add_argument("--out", default="BENCHMARKS.md", help="markdown report; the JSON goes beside it")
     p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
     args = p.parse_args(argv)
+    unknown = set(args.sections.split(",")) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown section(s) {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
+    args.device = pick_device(args.device)
+    args.dtype, args.autocast = pick_dtype("auto", args.device)
+    args.dtype_name = str(args.dtype).removeprefix("torch.")
     info = machine()
     command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else argv)])
     report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "
-              f"torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
-    results = {"machine": info, "command": command}
+              f"device {args.device}, torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
+    results = {"machine": {**info, "device": args.device}, "command": command}
     for name in args.sections.split(","):
         rows, table = SECTIONS[name](args)
         results[name] = rows

@@ -10,11 +10,11 @@ The tokenizer travels inside the checkpoint, so no data directory or extra flag 
 import argparse
 import codecs
 import sys
-from contextlib import nullcontext
 
 import torch
 
 from checkpoint import CheckpointError, build_model, load_checkpoint, load_encoding
+from settings import pick_device, pick_dtype
 
 
 def parse_args(argv=None):
@@ -34,18 +34,14 @@ def parse_args(argv=None):
 
 def sample(args, out=sys.stdout):
     """Print num_samples continuations of the prompt; return them as lists of token ids."""
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    device = pick_device(args.device)
     ckpt = load_checkpoint(args.ckpt, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt)
     del ckpt
     prompt = open(args.start_file, encoding="utf-8").read() if args.start_file else args.start
     ids = enc.encode(prompt, allowed_special="all") or [enc.eot_token]  # an empty prompt starts a new document
-    device_type = device.split(":")[0]
-    bf16 = device_type == "cuda" and torch.cuda.is_bf16_supported()
-    autocast = torch.autocast(device_type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    autocast = pick_dtype("auto", device)[1]
     generator = torch.Generator(device).manual_seed(args.seed)
     samples = []
     for _ in range(args.num_samples):

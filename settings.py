@@ -12,6 +12,9 @@ default (an int is accepted for a float); unknown keys are errors that suggest t
 import ast
 import difflib
 import operator
+from contextlib import nullcontext
+
+import torch
 
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
              ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod}
@@ -82,6 +85,30 @@ def parse_value(text, default):
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text  # not a literal: check() reports it with the expected type
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(name):
+    """'auto' is cuda, then mps, then cpu; any other name ('cpu', 'cuda:1', 'mps') is kept."""
+    if name != "auto":
+        return name
+    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+
+
+def pick_dtype(name, device):
+    """(dtype, autocast context) for a dtype name on a device.
+
+    'auto' is bfloat16 on GPUs that support it (float16 on older ones), float32 elsewhere: on
+    a CPU, float32 matmuls are what the tests and the quick start are measured with."""
+    device_type = device.split(":")[0]
+    if name == "auto":
+        name = ("bfloat16" if torch.cuda.is_bf16_supported() else "float16") if device_type == "cuda" else "float32"
+    if name not in DTYPES:
+        raise SettingsError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {name!r}")
+    dtype = DTYPES[name]
+    return dtype, nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
 
 
 def resolve(defaults, argv):

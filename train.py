@@ -28,7 +28,7 @@ from checkpoint import (CheckpointError, build_model, load_checkpoint, model_sta
                         write_atomic)
 from dataset import DataError, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
-from settings import SettingsError, resolve
+from settings import SettingsError, pick_device, pick_dtype, resolve
 
 # -----------------------------------------------------------------------------
 # Defaults: the papers' matched 32-layer comparison (config/binary.py, learned.py, affine.py)
@@ -121,8 +121,7 @@ def train(s):
         raise TrainError(f"nonfinite must be 'stop' or 'skip', not {s['nonfinite']!r}")
     # ---- processes and devices: one process per device under torchrun ----
     ddp = "RANK" in os.environ
-    if s["device"] == "auto":
-        s["device"] = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    s["device"] = pick_device(s["device"])
     device_type = s["device"].split(":")[0]
     if ddp:
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
@@ -136,13 +135,7 @@ def train(s):
     if s["gradient_accumulation_steps"] % world:
         raise TrainError(f"gradient_accumulation_steps={s['gradient_accumulation_steps']} must be a multiple of the {world} ranks")
     accum = s["gradient_accumulation_steps"] // world
-    if s["dtype"] == "auto":
-        s["dtype"] = ("bfloat16" if torch.cuda.is_bf16_supported() else "float16") if device_type == "cuda" else "float32"
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if s["dtype"] not in dtypes:
-        raise TrainError(f"dtype must be 'auto' or one of {', '.join(dtypes)}, not {s['dtype']!r}")
-    ptdtype = dtypes[s["dtype"]]
-    autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+    ptdtype, autocast = pick_dtype(s["dtype"], s["device"])
     if device_type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

@@ -17,9 +17,10 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     assert all(r["ms"] > 0 and 0 < r["mfu"] < 1 for r in train)
     fixed, learned = [r for r in train if r["input"] == "binary"], [r for r in train if r["input"] == "learned"]
     assert all(f["trainable"] < l["trainable"] for f, l in zip(fixed, learned))  # the table is gone
+    assert [(r["micro_batches"], r["input"]) for r in results["memory"]] == [(m, i) for m in (1, 2) for i in bench.INPUTS]
     memory = {r["input"]: r for r in results["memory"]}
     assert memory["learned"]["params"] - memory["binary"]["params"] == 8192 * 256 * 4  # the --quick table, fp32
-    assert memory["learned"]["adam"] == 2 * memory["learned"]["params"] and memory["affine"]["peak_rss"] > 0
+    assert memory["learned"]["adam"] == 2 * memory["learned"]["params"] and memory["affine"]["peak"] > 0
     assert [r["input"] for r in results["input"]] == ["learned", "binary", "affine"]
     assert {r["what"].split(" (")[0] for r in results["prepare"]} >= {"prepare.py --workers 1", "tiktoken.encode_ordinary_batch alone"}
     assert all(r["tokens"] > 100_000 and r["tok_s"] > 0 for r in results["prepare"])

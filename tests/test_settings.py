@@ -1,8 +1,9 @@
 """Config files and command-line overrides. Run: python -m pytest tests/test_settings.py"""
 
 import pytest
+import torch
 
-from settings import SettingsError, resolve
+from settings import SettingsError, pick_device, pick_dtype, resolve
 
 DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
 
@@ -50,3 +51,18 @@ def test_config_files_are_parsed_not_executed(tmp_path):
         resolve(DEFAULTS, [str(statement)])
     with pytest.raises(SettingsError, match="cannot read config file"):
         resolve(DEFAULTS, [str(tmp_path / "missing.py")])
+
+
+def test_device_and_dtype_choices():
+    assert pick_device("cuda:1") == "cuda:1"
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert pick_device("auto") == "cpu"
+    dtype, autocast = pick_dtype("auto", "cpu")
+    assert dtype == torch.float32
+    with autocast:  # float32 needs no autocast: matmuls stay float32
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+    dtype, autocast = pick_dtype("bfloat16", "cpu")
+    with autocast:
+        assert dtype == torch.bfloat16 and (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    with pytest.raises(SettingsError, match="dtype must be 'auto' or one of float32, bfloat16, float16, not 'int8'"):
+        pick_dtype("int8", "cpu")
