@@ -8,7 +8,7 @@
 Steps run as train.py runs them: fp32 on a CPU, bf16 autocast on a GPU (weights and AdamW
 state stay fp32 either way).
 
-train:    ms/step (median of the timed steps), tokens/s and MFU of a training step (forward,
+train:    ms/step (median of steps the three inputs take in turns), tokens/s and MFU of a training step (forward,
           backward, fused AdamW) for learned, binary and affine at the quick-start shape and at
           the papers' width and vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and
           compiled. MFU is against a large matmul measured here in the same dtype, and against
@@ -26,6 +26,7 @@ prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
 import argparse
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -162,22 +163,28 @@ def training_step(model, optimizer, batches, autocast):
     optimizer.zero_grad(set_to_none=True)
 
 
-def time_steps(model, optimizer, batches, steps, args):
-    """Median seconds per step after two warm-up steps (which include any compilation), and the warm-up time.
+def time_steps(runs, batches, steps, args):
+    """{input: (median seconds per step, warm-up seconds)} for runs = {input: (model, optimizer)}.
 
-    The median of single steps, not the mean, so one step slowed by another process on the
-    machine does not move the figure."""
-    start = time.perf_counter()
-    for _ in range(2):
-        training_step(model, optimizer, batches, args.autocast)
-    sync(args.device)
-    warmup, times = time.perf_counter() - start, []
-    for _ in range(steps):
+    Two warm-up steps each (they include any compilation). Then the runs take turns, one step
+    each, so a slow spell of the machine (another process, a clock change) lands on every input
+    alike instead of on whichever was being timed; a profile of this CPU showed the same 27
+    matmuls of a step varying by 10% from step to step. The median of each run's steps is its figure."""
+    warmup = {}
+    for name, (model, optimizer) in runs.items():
         start = time.perf_counter()
-        training_step(model, optimizer, batches, args.autocast)
+        for _ in range(2):
+            training_step(model, optimizer, batches, args.autocast)
         sync(args.device)
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2], warmup
+        warmup[name] = time.perf_counter() - start
+    times = {name: [] for name in runs}
+    for _ in range(steps):
+        for name, (model, optimizer) in runs.items():
+            start = time.perf_counter()
+            training_step(model, optimizer, batches, args.autocast)
+            sync(args.device)
+            times[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(t), warmup[name]) for name, t in times.items()}
 
 
 def new_model(input, fields, args):
@@ -194,17 +201,21 @@ def bench_train(args):
         seeded = torch.Generator().manual_seed(0)
         x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), generator=seeded).to(args.device)
         for compiled in (False,) if args.quick else (False, True):  # compiling takes ~30 s a model on a CPU
+            raws, runs = {}, {}
             for input in INPUTS:
-                raw, optimizer = new_model(input, fields, args)
-                model = torch.compile(raw) if compiled else raw
-                seconds, warmup = time_steps(model, optimizer, [(x, x)], 3 if args.quick else 15, args)
+                raws[input], optimizer = new_model(input, fields, args)
+                runs[input] = (torch.compile(raws[input]) if compiled else raws[input], optimizer)
+            timed = time_steps(runs, [(x, x)], 2 if args.quick else 15, args)
+            for input, raw in raws.items():
+                seconds, warmup = timed[input]
                 flops = raw.flops_per_token() * x.numel() / seconds
                 rows.append({"shape": shape, "input": input, "compiled": compiled, "ms": 1000 * seconds,
                              "tok_s": x.numel() / seconds, "mfu": flops / peak, "mfu_vendor": flops / vendor if vendor else None,
                              "warmup_s": warmup, "trainable": raw.param_counts()["trainable"]})
     vendor_note = f" Vendor peak: {vendor / 1e12:.0f} TFLOP/s (bf16 dense)." if vendor else ""
     table = [f"Measured matmul peak: {peak / 1e9:,.0f} GFLOP/s ({args.dtype_name}, {n}^3).{vendor_note} Steps are "
-             f"forward + backward + fused AdamW, {args.dtype_name}, batch x block_size tokens, median of the timed steps.", "",
+             f"forward + backward + fused AdamW, {args.dtype_name}, batch x block_size tokens; the three inputs take turns, "
+             f"one step each, and each figure is the median of its timed steps.", "",
              "| shape | input | compiled | trainable params | ms/step | tokens/s | MFU | first 2 steps (s) |",
              "|---|---|---|---|---|---|---|---|"]
     table += [f"| {r['shape']} | {r['input']} | {'yes' if r['compiled'] else 'no'} | {r['trainable']:,} | {r['ms']:.1f} | "
@@ -254,7 +265,7 @@ def peak_rss():
 
 
 def bench_memory(args):
-    """Each input in a fresh process, so one's peak cannot hide another's.
+    """Each input in a fresh process, so one's peak cannot hide another's (~4 GB each at the papers' width).
 
     With one micro-batch per step the table's gradient is created at the very end of backward,
     after the activations are freed, so it is not part of the peak (zero_grad(set_to_none=True)
@@ -263,10 +274,13 @@ def bench_memory(args):
     so the table, its gradient and its AdamW state all sit at the peak."""
     fields, _ = shapes(args.quick)["papers' width"]
     rows = []
-    for micro_batches in (1, 2):
-        for input in INPUTS:
-            code = f"import bench; bench.memory_probe({input!r}, {micro_batches}, {args.quick}, {args.device!r})"
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for micro_batches in (1, 2):  # the three inputs' probes run at once: each reads only its own peak
+        probes = [subprocess.Popen([sys.executable, "-c", f"import bench; bench.memory_probe({input!r}, {micro_batches}, "
+                                    f"{args.quick}, {args.device!r})"], stdout=subprocess.PIPE, text=True) for input in INPUTS]
+        for input, probe in zip(INPUTS, probes):
+            out, _ = probe.communicate()
+            if probe.returncode:
+                raise RuntimeError(f"the memory probe for {input} failed (exit code {probe.returncode})")
             rows.append({"input": input, "micro_batches": micro_batches, **json.loads(out.strip().splitlines()[-1])})
     theory = fields["vocab_size"] * fields["n_embd"] * (4 + 4 + 8)
     what = "peak allocated CUDA memory" if args.device.startswith("cuda") else "peak RSS"

