@@ -231,11 +231,12 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx, targets=None, cache=None):
+    def forward(self, idx, targets=None, cache=None, all_positions=False):
         """idx (B, T) token ids -> logits (B, T, V) and mean cross-entropy against targets.
 
-        Without targets only the last position's logits are computed (B, 1, V). `cache` is a
-        list of LayerKV from new_cache(), for incremental decoding.
+        Without targets only the last position's logits are computed (B, 1, V), as sampling
+        needs, unless all_positions (scoring text). `cache` is a list of LayerKV from
+        new_cache(), for incremental decoding.
         """
         B, T = idx.size()
         if not torch.compiler.is_compiling():  # a data-dependent check would break the graph
@@ -249,7 +250,7 @@ class GPT(nn.Module):
             x = block(x, rope, cache[i] if cache else None)
         x = self.ln_f(x)
         if targets is None:
-            return self.lm_head(x[:, [-1], :]), None  # (B, 1, V)
+            return self.lm_head(x if all_positions else x[:, [-1], :]), None  # (B, T or 1, V)
         logits = self.lm_head(x)  # (B, T, V)
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss

@@ -106,7 +106,8 @@ class Bigram(nn.Module):
         self.config = type("Config", (), {"block_size": block_size})
         self.calls = []
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, all_positions=False):
+        assert all_positions  # eval.py scores every position
         self.calls.append(idx.clone())
         return self.logp[idx], None  # (B, T, V) logits that are exact log-probabilities
 
@@ -183,6 +184,14 @@ def test_batched_scoring_matches_one_request_at_a_time(run):
             logits, _ = model(torch.tensor([seq[:-1]]), torch.tensor([seq[1:]]))
         logp = torch.log_softmax(logits[0], -1)[-len(cont):]  # (len(cont), V)
         assert ll == pytest.approx(logp.gather(-1, torch.tensor(cont)[:, None]).sum().item(), abs=1e-4)
+
+
+def test_pairs_are_encoded_as_the_harness_does(run):
+    enc = load_encoding(load_checkpoint(run))
+    context, continuation = evaluate.encode_pair(enc, "The king ", "is gold")
+    assert (context, continuation) == evaluate.encode_pair(enc, "The king", " is gold")  # the space moves over
+    assert enc.decode(context) == "The king" and enc.decode(continuation) == " is gold"
+    assert evaluate.encode_pair(enc, "", "The king") == ([enc.eot_token], enc.encode_ordinary("The king"))
 
 
 def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
