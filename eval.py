@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from checkpoint import CheckpointError, build_model, find_checkpoint, load_checkpoint, load_encoding, write_atomic
 from corpus import PrepareError
-from dataset import DataError, open_split, read_meta
+from dataset import SCAN_TOKENS, DataError, open_split, read_meta
 from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
 from settings import pick_device, pick_dtype
 from tasks import TASKS, TaskError, default_data, load_docs
@@ -61,6 +61,7 @@ def parse_args(argv=None):
         p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *TASKS])}")
     if args.batch_size < 1 or (args.limit is not None and args.limit < 1):
         p.error("--batch_size and --limit must be at least 1")
+    args.command = " ".join(["python eval.py", *(sys.argv[1:] if argv is None else argv)])
     return args
 
 
@@ -213,7 +214,8 @@ def run_rare_tokens(ckpt, targets, losses, args):
     directory, meta = prepared(ckpt, args)
     counts = np.zeros(meta["vocab_size"], dtype=np.int64)
     for shard in open_split(directory, meta, "train"):
-        counts += np.bincount(shard, minlength=meta["vocab_size"])
+        for start in range(0, len(shard), SCAN_TOKENS):  # in pieces: bincount copies its input to int64
+            counts += np.bincount(shard[start:start + SCAN_TOKENS], minlength=meta["vocab_size"])
     return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
 
 
@@ -286,7 +288,7 @@ def evaluate(args):
         seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)
         print(f"{task}: {seconds[task]:.1f} s", file=sys.stderr)
     report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],
-              "command": " ".join(["python eval.py", *sys.argv[1:]]), "device": device,
+              "command": args.command, "device": device,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
     out = Path(args.out) if args.out else path.parent / "eval.json"
     write_atomic(out, json.dumps(report, indent=2))

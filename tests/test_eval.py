@@ -260,11 +260,17 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     report = json.loads((run / "eval.json").read_text())
     results = report["results"]
     assert list(results) == tasks.split(",") and set(report["seconds"]) == set(results)
+    assert report["command"].startswith(f"python eval.py --ckpt {run} --tasks {tasks}")
     assert results["hellaswag"]["n"] == 2 and 0 <= results["hellaswag"]["acc_norm"] <= 1
     assert results["lambada"]["ppl"] > 1 and results["val"]["bpb"] > 0 and results["typos"]["n"] == 5
     assert sum(b["n"] for b in results["rare_tokens"]["buckets"]) == results["val"]["n"]
     table = capsys.readouterr().out
     assert "| hellaswag | file | 2 | acc_norm |" in table and "| val | val |" in table
+    held_out = tmp_path / "held_out.txt"
+    held_out.write_text("The sword of the queen is bright.\n" * 20)
+    evaluate.main(["--ckpt", str(run), "--tasks", "val", "--text", str(held_out), "--out", str(tmp_path / "text.json")])
+    val = json.loads((tmp_path / "text.json").read_text())["results"]["val"]
+    assert val["source"] == str(held_out) and val["n"] == len(load_encoding(load_checkpoint(run)).encode_ordinary(held_out.read_text())) - 1
     text = tmp_path / "other.txt"
     text.write_text("Some other text, tokenized another way.\n" * 50)
     prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "other", "--out_dir", str(tmp_path), "--vocab_size", "260",
@@ -288,3 +294,13 @@ def test_hub_loads_the_harness_datasets_and_splits(monkeypatch):
     assert asked == [("Rowan/hellaswag", None, "validation"), ("baber/piqa", None, "validation"),
                      ("allenai/ai2_arc", "ARC-Easy", "test"), ("allenai/ai2_arc", "ARC-Challenge", "test"),
                      ("EleutherAI/lambada_openai", "default", "test")]
+
+
+def test_the_data_source_can_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TABLEFREE_EVAL_DATA", "bundle")
+    assert evaluate.parse_args(["--tasks", "piqa"]).data == "bundle"
+    monkeypatch.delenv("TABLEFREE_EVAL_DATA")
+    assert evaluate.parse_args(["--tasks", "piqa"]).data == "auto"
+    assert evaluate.parse_args(["--tasks", "piqa", "--data", "hub"]).data == "hub"
+    with pytest.raises(SystemExit):
+        evaluate.parse_args(["--tasks", "piqa,mmlu"])
