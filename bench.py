@@ -38,7 +38,7 @@ import torch
 import prepare
 from corpus import fetch_source
 from model import GPT, GPTConfig, make_input
-from settings import pick_device, pick_dtype
+from settings import SettingsError, pick_device, pick_dtype
 from tokenizer import load_tokenizer
 from train import peak_flops_of
 
@@ -362,7 +362,10 @@ def main(argv=None):
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:
         p.error(f"unknown section(s) {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
-    args.device = pick_device(args.device)
+    try:
+        args.device = pick_device(args.device)
+    except SettingsError as e:
+        p.error(str(e))
     args.dtype, args.autocast = pick_dtype("auto", args.device)
     args.dtype_name = str(args.dtype).removeprefix("torch.")
     info = machine()

@@ -31,7 +31,7 @@ from checkpoint import CheckpointError, build_model, find_checkpoint, load_check
 from corpus import PrepareError
 from dataset import SCAN_TOKENS, DataError, open_split, read_meta
 from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
-from settings import pick_device, pick_dtype
+from settings import SettingsError, pick_device, pick_dtype
 from tasks import TASKS, TaskError, default_data, load_docs
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")
@@ -300,7 +300,7 @@ def evaluate(args):
 def main(argv=None):
     try:
         evaluate(parse_args(argv))
-    except (CheckpointError, DataError, EvalError, PrepareError, TaskError) as e:
+    except (CheckpointError, DataError, EvalError, PrepareError, SettingsError, TaskError) as e:
         sys.exit(f"eval.py: error: {e}")
 
 

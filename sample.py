@@ -14,7 +14,7 @@ import sys
 import torch
 
 from checkpoint import CheckpointError, build_model, load_checkpoint, load_encoding
-from settings import pick_device, pick_dtype
+from settings import SettingsError, pick_device, pick_dtype
 
 
 def parse_args(argv=None):
@@ -66,7 +66,7 @@ def sample(args, out=sys.stdout):
 def main(argv=None):
     try:
         sample(parse_args(argv))
-    except (CheckpointError, OSError) as e:
+    except (CheckpointError, OSError, SettingsError) as e:
         sys.exit(f"sample.py: error: {e}")
 
 

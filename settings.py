@@ -91,10 +91,12 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def pick_device(name):
-    """'auto' is cuda, then mps, then cpu; any other name ('cpu', 'cuda:1', 'mps') is kept."""
-    if name != "auto":
-        return name
-    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    """'auto' is cuda, then mps, then cpu; any other name ('cpu', 'cuda:1', 'mps') is kept if it exists here."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if (name.startswith("cuda") and not torch.cuda.is_available()) or (name == "mps" and not torch.backends.mps.is_available()):
+        raise SettingsError(f"device {name!r} is not available on this machine; use 'cpu' or 'auto'")
+    return name
 
 
 def pick_dtype(name, device):

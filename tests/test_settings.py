@@ -54,7 +54,7 @@ def test_config_files_are_parsed_not_executed(tmp_path):
 
 
 def test_device_and_dtype_choices():
-    assert pick_device("cuda:1") == "cuda:1"
+    assert pick_device("cpu") == "cpu"
     if not torch.cuda.is_available() and not torch.backends.mps.is_available():
         assert pick_device("auto") == "cpu"
     dtype, autocast = pick_dtype("auto", "cpu")
@@ -66,3 +66,6 @@ def test_device_and_dtype_choices():
         assert dtype == torch.bfloat16 and (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
     with pytest.raises(SettingsError, match="dtype must be 'auto' or one of float32, bfloat16, float16, not 'int8'"):
         pick_dtype("int8", "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(SettingsError, match="device 'cuda:1' is not available on this machine; use 'cpu' or 'auto'"):
+            pick_device("cuda:1")
