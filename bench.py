@@ -259,7 +259,7 @@ def bench_train(args):
 
 def memory_probe(input, micro_batches, quick, device):
     """Run three training steps at the papers' width; print peak memory and exact state bytes as JSON."""
-    args = argparse.Namespace(device=device, autocast=pick_dtype("auto", device)[1])
+    args = argparse.Namespace(device=device, autocast=pick_dtype("auto", device)[2])
     fields, batch = shapes(quick)["papers' width"]
     model, optimizer = new_model(input, fields, args)
     x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), device=device)
@@ -366,8 +366,7 @@ def main(argv=None):
         args.device = pick_device(args.device)
     except SettingsError as e:
         p.error(str(e))
-    args.dtype, args.autocast = pick_dtype("auto", args.device)
-    args.dtype_name = str(args.dtype).removeprefix("torch.")
+    args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
     info = machine()
     command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else argv)])
     report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "

@@ -265,7 +265,7 @@ def evaluate(args):
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt)
-    autocast = pick_dtype("auto", device)[1]
+    autocast = pick_dtype("auto", device)[2]
     tasks = args.tasks.split(",")
     results, seconds = {}, {}
     if any(t in TEXT_TASKS for t in tasks):

@@ -41,7 +41,7 @@ def sample(args, out=sys.stdout):
     del ckpt
     prompt = open(args.start_file, encoding="utf-8").read() if args.start_file else args.start
     ids = enc.encode(prompt, allowed_special="all") or [enc.eot_token]  # an empty prompt starts a new document
-    autocast = pick_dtype("auto", device)[1]
+    autocast = pick_dtype("auto", device)[2]
     generator = torch.Generator(device).manual_seed(args.seed)
     samples = []
     for _ in range(args.num_samples):

@@ -100,7 +100,7 @@ def pick_device(name):
 
 
 def pick_dtype(name, device):
-    """(dtype, autocast context) for a dtype name on a device.
+    """(resolved name, dtype, autocast context) for a dtype name on a device.
 
     'auto' is bfloat16 on GPUs that support it (float16 on older ones), float32 elsewhere: on
     a CPU, float32 matmuls are what the tests and the quick start are measured with."""
@@ -110,7 +110,7 @@ def pick_dtype(name, device):
     if name not in DTYPES:
         raise SettingsError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {name!r}")
     dtype = DTYPES[name]
-    return dtype, nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
+    return name, dtype, nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
 
 
 def resolve(defaults, argv):

@@ -135,7 +135,7 @@ def train(s):
     if s["gradient_accumulation_steps"] % world:
         raise TrainError(f"gradient_accumulation_steps={s['gradient_accumulation_steps']} must be a multiple of the {world} ranks")
     accum = s["gradient_accumulation_steps"] // world
-    ptdtype, autocast = pick_dtype(s["dtype"], s["device"])
+    s["dtype"], ptdtype, autocast = pick_dtype(s["dtype"], s["device"])
     if device_type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

@@ -57,11 +57,11 @@ def test_device_and_dtype_choices():
     assert pick_device("cpu") == "cpu"
     if not torch.cuda.is_available() and not torch.backends.mps.is_available():
         assert pick_device("auto") == "cpu"
-    dtype, autocast = pick_dtype("auto", "cpu")
-    assert dtype == torch.float32
+    name, dtype, autocast = pick_dtype("auto", "cpu")
+    assert name == "float32" and dtype == torch.float32
     with autocast:  # float32 needs no autocast: matmuls stay float32
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
-    dtype, autocast = pick_dtype("bfloat16", "cpu")
+    _, dtype, autocast = pick_dtype("bfloat16", "cpu")
     with autocast:
         assert dtype == torch.bfloat16 and (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
     with pytest.raises(SettingsError, match="dtype must be 'auto' or one of float32, bfloat16, float16, not 'int8'"):

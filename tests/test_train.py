@@ -37,6 +37,7 @@ def test_a_few_steps_lower_the_loss(data_dir, tmp_path, input):
     assert evals[-1]["val_bpb"] > 0 and [r["iter"] for r in log if "loss" in r] == list(range(1, 26))
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model"]["input"] == input and config["params"]["input"] == (300 * 32 if input == "learned" else 0)
+    assert (config["settings"]["device"], config["settings"]["dtype"]) == ("cpu", "float32")  # "auto" resolved
 
 
 def test_resume_continues_exactly(data_dir, tmp_path):
