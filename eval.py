@@ -68,25 +68,27 @@ def parse_args(argv=None):
 # ---- the one model call: right-padded batches of token lists ----
 
 @torch.no_grad()
-def forward_batches(model, seqs, batch_size, autocast):
-    """Yield (indices into seqs, logits (B, T, V)) for right-padded batches of token lists.
+def score_sequences(model, seqs, batch_size, autocast, score):
+    """[score(i, logits (len(seqs[i]), V)) for each token list seqs[i]], run in right-padded batches.
 
     Sequences are sorted longest first so a batch holds similar lengths (little padding).
     Padding sits after each sequence, so causal attention never lets it touch real positions.
-    Callers take the log-softmax of only the positions they score: a (B, T, V) float32 copy
+    `score` takes the log-softmax of only the positions it needs: a (B, T, V) float32 copy
     would be 8.6 GB at batch 32, T 1024, V 65,536."""
     device = next(model.parameters()).device
     order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    results = [None] * len(seqs)
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         T = len(seqs[chunk[0]])
         idx = torch.zeros(len(chunk), T, dtype=torch.long)
         for b, i in enumerate(chunk):
             idx[b, :len(seqs[i])] = torch.tensor(seqs[i])
-        idx = idx.to(device)
         with autocast:
-            logits, _ = model(idx, all_positions=True)
-        yield chunk, logits
+            logits, _ = model(idx.to(device), all_positions=True)  # (B, T, V)
+        for b, i in enumerate(chunk):
+            results[i] = score(i, logits[b, :len(seqs[i])])
+    return results
 
 
 def encode_pair(enc, context, continuation):
@@ -111,16 +113,14 @@ def score_continuations(model, requests, batch_size, autocast):
     continuation's positions are the last len(continuation) of its input."""
     block = model.config.block_size
     inputs = [(ctx + cont)[-(block + 1):] for ctx, cont in requests]
-    results = [None] * len(requests)
-    for chunk, logits in forward_batches(model, [x[:-1] for x in inputs], batch_size, autocast):
-        for b, i in enumerate(chunk):
-            n = min(len(requests[i][1]), len(inputs[i]) - 1)
-            T = len(inputs[i]) - 1
-            rows = F.log_softmax(logits[b, T - n:T].float(), dim=-1)  # (n, V): predictions of the continuation's tokens
-            target = torch.tensor(inputs[i][-n:], device=rows.device)
-            ll = rows.gather(-1, target[:, None]).sum().item()
-            results[i] = (ll, bool((rows.argmax(-1) == target).all()))
-    return results
+
+    def score(i, logits):
+        n = min(len(requests[i][1]), len(logits))
+        rows = F.log_softmax(logits[-n:].float(), dim=-1)  # (n, V): predictions of the continuation's tokens
+        target = torch.tensor(inputs[i][-n:], device=rows.device)
+        return rows.gather(-1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all())
+
+    return score_sequences(model, [x[:-1] for x in inputs], batch_size, autocast, score)
 
 
 def mean_stderr(values):
@@ -192,11 +192,12 @@ def token_losses(model, ids, limit, batch_size, autocast):
     if not starts:
         raise EvalError("the held-out text has fewer than 2 tokens")
     windows = [ids[s:s + block + 1].tolist() for s in starts]
-    losses = [None] * len(windows)
-    for chunk, logits in forward_batches(model, [w[:-1] for w in windows], batch_size, autocast):
-        for b, i in enumerate(chunk):
-            target = torch.tensor(windows[i][1:], device=logits.device)
-            losses[i] = F.cross_entropy(logits[b, :len(target)].float(), target, reduction="none").cpu().numpy()
+
+    def score(i, logits):
+        target = torch.tensor(windows[i][1:], device=logits.device)
+        return F.cross_entropy(logits.float(), target, reduction="none").cpu().numpy()
+
+    losses = score_sequences(model, [w[:-1] for w in windows], batch_size, autocast, score)
     return np.concatenate([np.asarray(w[1:]) for w in windows]), np.concatenate(losses)
 
 
@@ -219,19 +220,16 @@ def run_rare_tokens(ckpt, targets, losses, args):
     return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
 
 
-@torch.no_grad()
 def run_typos(model, enc, ids, args, autocast):
     """Next-token distributions after clean and typo prompts from the held-out text (probes.typo_pairs)."""
-    text = enc.decode(ids[:400_000].tolist())
+    text = enc.decode(ids[:400_000].tolist())  # a bound: 200 pairs need ~100,000 characters
     pairs = typo_pairs(text, args.limit or args.typo_pairs)
     if not pairs:
         raise EvalError("the held-out text has no word of 5+ letters to misspell")
     block = model.config.block_size
     prompts = [enc.encode_ordinary(p)[-block:] for pair in pairs for p in (pair["clean"], pair["typo"])]
-    last = [None] * len(prompts)
-    for chunk, logits in forward_batches(model, prompts, args.batch_size, autocast):
-        for b, i in enumerate(chunk):
-            last[i] = F.log_softmax(logits[b, len(prompts[i]) - 1].float(), dim=-1)  # (V,): the next token's distribution
+    last = score_sequences(model, prompts, args.batch_size, autocast,  # (V,) each: the next token's distribution
+                           lambda i, logits: F.log_softmax(logits[-1].float(), dim=-1))
     agree, kl = typo_metrics(torch.stack(last[0::2]), torch.stack(last[1::2]))
     kinds = {k: [i for i, p in enumerate(pairs) if p["kind"] == k] for k in TYPO_KINDS}
     by_kind = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())} for k, i in kinds.items() if i}
