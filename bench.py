@@ -169,7 +169,7 @@ def training_step(model, optimizer, batches, autocast):
 
 
 def time_steps(runs, batches, steps, args):
-    """{input: (median seconds per step, warm-up seconds)} for runs = {input: (model, optimizer)}.
+    """{input: (median seconds per step, their spread, warm-up seconds)} for runs = {input: (model, optimizer)}.
 
     Two warm-up steps each (they include any compilation). Then the runs take turns, one step
     each, so a slow spell of the machine (another process, a clock change) lands on every input
