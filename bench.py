@@ -37,8 +37,8 @@ import torch
 
 import prepare
 from corpus import fetch_source
-from model import GPT, GPTConfig, make_input
-from settings import SettingsError, pick_device, pick_dtype
+from model import INPUTS, GPT, GPTConfig, make_input
+from settings import UserError, pick_device, pick_dtype
 from tokenizer import load_tokenizer
 from train import peak_flops_of
 
@@ -131,7 +131,6 @@ SHAPES = {  # (GPTConfig fields, batch size); --quick shrinks the second
     "papers' width": (dict(vocab_size=65536, n_layer=2, n_head=16, n_embd=1024, block_size=256), 4),
 }
 QUICK_WIDTH = (dict(vocab_size=8192, n_layer=1, n_head=4, n_embd=256, block_size=64), 2)
-INPUTS = ("learned", "binary", "affine")
 
 
 def shapes(quick):
@@ -169,7 +168,7 @@ def training_step(model, optimizer, batches, autocast):
 
 
 def time_steps(runs, batches, steps, args):
-    """{input: (median seconds per step, their spread, warm-up seconds)} for runs = {input: (model, optimizer)}.
+    """{kind: (median seconds per step, their spread, warm-up seconds)} for runs = {kind: (model, optimizer)}.
 
     Two warm-up steps each (they include any compilation). Then the runs take turns, one step
     each, so a slow spell of the machine (another process, a clock change) lands on every input
@@ -198,10 +197,10 @@ def spread(times):
     return (q3 - q1) / statistics.median(times)
 
 
-def new_model(input, fields, args):
+def new_model(kind, fields, args):
     """A seeded model at a bench shape on the bench device, and its optimizer as train.py builds it."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(input=input, **fields)).to(args.device)
+    model = GPT(GPTConfig(input=kind, **fields)).to(args.device)
     return model, model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), args.device.split(":")[0])
 
 
@@ -213,14 +212,14 @@ def bench_train(args):
         x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), generator=seeded).to(args.device)
         for compiled in (False,) if args.quick else (False, True):  # compiling takes ~30 s a model on a CPU
             raws, runs = {}, {}
-            for input in INPUTS:
-                raws[input], optimizer = new_model(input, fields, args)
-                runs[input] = (torch.compile(raws[input]) if compiled else raws[input], optimizer)
+            for kind in INPUTS:
+                raws[kind], optimizer = new_model(kind, fields, args)
+                runs[kind] = (torch.compile(raws[kind]) if compiled else raws[kind], optimizer)
             timed = time_steps(runs, [(x, x)], 2 if args.quick else 15, args)
-            for input, raw in raws.items():
-                seconds, wander, warmup = timed[input]
+            for kind, raw in raws.items():
+                seconds, wander, warmup = timed[kind]
                 flops = raw.flops_per_token() * x.numel() / seconds
-                rows.append({"shape": shape, "input": input, "compiled": compiled, "ms": 1000 * seconds, "spread": wander,
+                rows.append({"shape": shape, "input": kind, "compiled": compiled, "ms": 1000 * seconds, "spread": wander,
                              "tok_s": x.numel() / seconds, "flops": flops, "mfu_vendor": flops / vendor if vendor else None,
                              "warmup_s": warmup, "trainable": raw.param_counts()["trainable"]})
     peak = max(peak, matmul_peak(args)[0])  # measured again after the steps: the faster of the two is the ceiling
@@ -243,10 +242,10 @@ def bench_train(args):
         for compiled in sorted({r["compiled"] for r in rows}):
             same = {r["input"]: r for r in rows if r["shape"] == shape and r["compiled"] == compiled}
             learned = same["learned"]
-            for input in ("binary", "affine"):
-                r = same[input]
+            for kind in ("binary", "affine"):
+                r = same[kind]
                 met = "met" if r["ms"] <= learned["ms"] else "NOT met"
-                table.append(f"- {shape}, {'compiled' if compiled else 'eager'}: {input} {r['ms']:.1f} ms vs learned "
+                table.append(f"- {shape}, {'compiled' if compiled else 'eager'}: {kind} {r['ms']:.1f} ms vs learned "
                              f"{learned['ms']:.1f} ms ({r['ms'] / learned['ms']:.2f}x; spreads {100 * r['spread']:.0f}% and "
                              f"{100 * learned['spread']:.0f}%): no slower, {met}")
     best = max(r["mfu"] for r in rows if r["shape"] == "papers' width")
@@ -257,11 +256,11 @@ def bench_train(args):
     return rows, table
 
 
-def memory_probe(input, micro_batches, quick, device):
+def memory_probe(kind, micro_batches, quick, device):
     """Run three training steps at the papers' width; print peak memory and exact state bytes as JSON."""
     args = argparse.Namespace(device=device, autocast=pick_dtype("auto", device)[2])
     fields, batch = shapes(quick)["papers' width"]
-    model, optimizer = new_model(input, fields, args)
+    model, optimizer = new_model(kind, fields, args)
     x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), device=device)
     for _ in range(3):
         training_step(model, optimizer, [(x, x)] * micro_batches, args.autocast)
@@ -295,13 +294,13 @@ def bench_memory(args):
     fields, _ = shapes(args.quick)["papers' width"]
     rows = []
     for micro_batches in (1, 2):  # the three inputs' probes run at once: each reads only its own peak
-        probes = [subprocess.Popen([sys.executable, "-c", f"import bench; bench.memory_probe({input!r}, {micro_batches}, "
-                                    f"{args.quick}, {args.device!r})"], stdout=subprocess.PIPE, text=True) for input in INPUTS]
-        for input, probe in zip(INPUTS, probes):
+        probes = [subprocess.Popen([sys.executable, "-c", f"import bench; bench.memory_probe({kind!r}, {micro_batches}, "
+                                    f"{args.quick}, {args.device!r})"], stdout=subprocess.PIPE, text=True) for kind in INPUTS]
+        for kind, probe in zip(INPUTS, probes):
             out, _ = probe.communicate()
             if probe.returncode:
-                raise RuntimeError(f"the memory probe for {input} failed (exit code {probe.returncode})")
-            rows.append({"input": input, "micro_batches": micro_batches, **json.loads(out.strip().splitlines()[-1])})
+                raise RuntimeError(f"the memory probe for {kind} failed (exit code {probe.returncode})")
+            rows.append({"input": kind, "micro_batches": micro_batches, **json.loads(out.strip().splitlines()[-1])})
     theory = fields["vocab_size"] * fields["n_embd"] * (4 + 4 + 8)
     what = "peak allocated CUDA memory" if args.device.startswith("cuda") else "peak RSS"
     table = [f"Papers' width ({fields['n_layer']} layers, n_embd {fields['n_embd']}, V = {fields['vocab_size']:,}), "
@@ -325,8 +324,8 @@ def bench_input(args):
     fields, _ = shapes(args.quick)["papers' width"]
     idx = torch.randint(0, fields["vocab_size"], (16, fields["block_size"]), device=args.device)
     reps, rows = (3 if args.quick else 20), []
-    for input in INPUTS:
-        module = make_input(GPTConfig(input=input, **fields)).to(args.device)
+    for kind in INPUTS:
+        module = make_input(GPTConfig(input=kind, **fields)).to(args.device)
 
         def call():
             out = module(idx)  # (16, T, n_embd)
@@ -340,7 +339,7 @@ def bench_input(args):
         for _ in range(reps):
             call()
         sync(args.device)
-        rows.append({"input": input, "ms": 1000 * (time.perf_counter() - start) / reps})
+        rows.append({"input": kind, "ms": 1000 * (time.perf_counter() - start) / reps})
     table = [f"Batch 16 x {fields['block_size']} ids, V = {fields['vocab_size']:,}, n_embd {fields['n_embd']}, fp32.", "",
              "| input module | forward + backward (ms) |", "|---|---|"]
     table += [f"| {'nn.Embedding' if r['input'] == 'learned' else r['input']} | {r['ms']:.2f} |" for r in rows]
@@ -364,7 +363,7 @@ def main(argv=None):
         p.error(f"unknown section(s) {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
     try:
         args.device = pick_device(args.device)
-    except SettingsError as e:
+    except UserError as e:
         p.error(str(e))
     args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
     info = machine()

@@ -15,13 +15,10 @@ from pathlib import Path
 import torch
 
 from model import GPT, GPTConfig
+from settings import UserError
 from tokenizer import make_encoding, parse_ranks
 
 CKPT_NAME = "ckpt.pt"
-
-
-class CheckpointError(Exception):
-    """A missing, corrupt or mismatched checkpoint; scripts print it as one line."""
 
 
 def save_checkpoint(state, out_dir):
@@ -64,7 +61,7 @@ def find_checkpoint(path):
     if path.is_dir():
         path = path / CKPT_NAME
     if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}; train first (python train.py ...) or pass --ckpt out/<run>")
+        raise UserError(f"no checkpoint at {path}; train first (python train.py ...) or pass --ckpt out/<run>")
     return path
 
 
@@ -75,10 +72,10 @@ def load_checkpoint(path, device="cpu"):
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that wants to run code
         reason = str(e).strip().splitlines()[0][:160]
-        raise CheckpointError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, truncated or unsafe") from None
+        raise UserError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, truncated or unsafe") from None
     missing = {"model", "model_config", "tokenizer"} - set(ckpt if isinstance(ckpt, dict) else ())
     if missing:
-        raise CheckpointError(f"{path} is not a tablefree checkpoint (missing {', '.join(sorted(missing))})")
+        raise UserError(f"{path} is not a tablefree checkpoint (missing {', '.join(sorted(missing))})")
     return ckpt
 
 
@@ -88,7 +85,7 @@ def build_model(ckpt):
         model = GPT(GPTConfig(**ckpt["model_config"]))
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"checkpoint weights do not fit its model config: {str(e).splitlines()[0][:200]}") from None
+        raise UserError(f"checkpoint weights do not fit its model config: {str(e).splitlines()[0][:200]}") from None
     return model
 
 

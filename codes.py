@@ -1,12 +1,16 @@
-"""Fixed token codes: the table-free input interface of the papers in shared/seeds/.
+"""Fixed token codes: the table-free input interface, as pure functions.
 
 A vocabulary of V tokens needs only K = ceil(log2 V) bits to give every token a distinct
-address. The papers feed the Transformer that address instead of a learned vector:
+address. A. Bochkov, "Language Models Without a Trainable Input Embedding Table: Learning from
+Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751), and its 1.7B-class follow-up, "Do
+Language Models Need a Trainable Input Embedding Table? Fixed Minimal Token Codes at 1.7B-Class
+Scale" (A. Bochkov, 2026), feed the Transformer that address instead of a learned vector:
 
     binary:  c(t)  = bin_K(t)                  the K-bit binary expansion of the id
     affine:  c'(t) = A c(t) XOR b              A in GL(K, 2), b in {0,1}^K, fixed at random
-    lift:    x(t)  = R c(t)                    R a fixed 0/1 selection matrix, n_embd x K
+    lift:    x(t)  = R c(t)                    R = [I_K; I_K; ...], n_embd x K, no parameters
 
+(The papers write these formulas in their method section without equation numbers.)
 Everything here is a pure function of its arguments: no I/O, no globals, and tensors stay on
 the device of the ids they were computed from. Bit order throughout is most significant bit
 first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1].
@@ -109,11 +113,6 @@ def lift_index(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:
     raise ValueError(f"unknown lift mode {mode!r}; choose one of {LIFT_MODES}")
 
 
-def lift_matrix(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:
-    """R as a dense float (n_embd, K) 0/1 matrix, so that x = R c; for inspection and tests."""
-    return torch.nn.functional.one_hot(lift_index(bits, n_embd, mode), bits).float()
-
-
 def code_values(code: torch.Tensor, values: str = "01") -> torch.Tensor:
     """Map 0/1 bits to model inputs: '01' keeps them (the papers, no scaling); 'pm1' gives 2c - 1."""
     if values == "01":
@@ -122,13 +121,3 @@ def code_values(code: torch.Tensor, values: str = "01") -> torch.Tensor:
         return 2.0 * code.float() - 1.0
     raise ValueError(f"unknown code values {values!r}; choose '01' or 'pm1'")
 
-
-def codebook(vocab_size: int, A: torch.Tensor | None = None, b: torch.Tensor | None = None) -> torch.Tensor:
-    """Every token's code, materialised: uint8 (V, K); affine when A and b are given.
-
-    Lift it to (V, n_embd) with codebook(...)[:, lift_index(K, n_embd, mode)].
-    """
-    ids = torch.arange(vocab_size)
-    if A is None:
-        return binary_code(ids, code_bits(vocab_size))
-    return affine_code(ids, A, b)

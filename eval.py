@@ -27,18 +27,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checkpoint import CheckpointError, build_model, find_checkpoint, load_checkpoint, load_encoding, write_atomic
-from corpus import PrepareError
-from dataset import SCAN_TOKENS, DataError, open_split, read_meta
+from checkpoint import build_model, find_checkpoint, load_checkpoint, load_encoding, write_atomic
+from dataset import SCAN_TOKENS, bits_per_byte, open_split, read_meta
 from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
-from settings import SettingsError, pick_device, pick_dtype
-from tasks import TASKS, TaskError, default_data, load_docs
+from settings import UserError, pick_device, pick_dtype, user_errors
+from tasks import TASKS, default_data, load_docs
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")
-
-
-class EvalError(Exception):
-    """A bad argument or a mismatch between checkpoint and data; printed as one line."""
 
 
 def parse_args(argv=None):
@@ -166,7 +161,7 @@ def heldout_ids(ckpt, enc, args):
         try:
             text = Path(args.text).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise EvalError(f"cannot read --text {args.text} as UTF-8 ({e})") from None
+            raise UserError(f"cannot read --text {args.text} as UTF-8 ({e})") from None
         return np.array(enc.encode_ordinary(text), dtype=np.int64), args.text
     directory, meta = prepared(ckpt, args)
     return np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, "val")]), f"{directory} val"
@@ -177,7 +172,7 @@ def prepared(ckpt, args):
     directory = Path(args.data_dir) / (args.dataset or ckpt["settings"]["dataset"])
     meta = read_meta(directory)
     if meta["tokenizer"] != ckpt["tokenizer"]["info"]:
-        raise EvalError(f"{directory} was prepared with another tokenizer than the checkpoint's; evaluate on the "
+        raise UserError(f"{directory} was prepared with another tokenizer than the checkpoint's; evaluate on the "
                         f"dataset the run trained on (--dataset) or give --text")
     return directory, meta
 
@@ -190,7 +185,7 @@ def token_losses(model, ids, limit, batch_size, autocast):
     block = model.config.block_size
     starts = list(range(0, max(len(ids) - 1, 0), block))[:limit]
     if not starts:
-        raise EvalError("the held-out text has fewer than 2 tokens")
+        raise UserError("the held-out text has fewer than 2 tokens")
     windows = [ids[s:s + block + 1].tolist() for s in starts]
 
     def score(i, logits):
@@ -202,13 +197,13 @@ def token_losses(model, ids, limit, batch_size, autocast):
 
 
 def run_val(targets, losses, enc, where):
-    """Loss, perplexity and bits per byte. Bytes are each target token's UTF-8 bytes; special
-    tokens (end of text) have none and are left out of bits per byte, as in nanochat's bpb."""
-    token_bytes = np.array([0 if t == enc.eot_token else len(enc.decode_single_token_bytes(t)) for t in range(enc.n_vocab)])
-    nbytes = token_bytes[targets]
+    """Loss, perplexity and bits per byte (dataset.bits_per_byte, as train.py logs it): the
+    losses of all target tokens over the UTF-8 bytes they spell; end of text spells none."""
+    token_bytes = np.array([0 if t == enc.eot_token else len(enc.decode_single_token_bytes(t))
+                            for t in range(enc.n_vocab)])
     loss = float(losses.mean())
     return {"source": where, "n": len(targets), "loss": loss, "ppl": math.exp(loss),
-            "bpb": float(losses[nbytes > 0].sum() / math.log(2) / nbytes.sum())}
+            "bpb": bits_per_byte(loss, len(targets), int(token_bytes[targets].sum()))}
 
 
 def run_rare_tokens(ckpt, targets, losses, args):
@@ -225,7 +220,7 @@ def run_typos(model, enc, ids, args, autocast):
     text = enc.decode(ids[:400_000].tolist())  # a bound: 200 pairs need ~100,000 characters
     pairs = typo_pairs(text, args.limit or args.typo_pairs)
     if not pairs:
-        raise EvalError("the held-out text has no word of 5+ letters to misspell")
+        raise UserError("the held-out text has no word of 5+ letters to misspell")
     block = model.config.block_size
     prompts = [enc.encode_ordinary(p)[-block:] for pair in pairs for p in (pair["clean"], pair["typo"])]
     last = score_sequences(model, prompts, args.batch_size, autocast,  # (V,) each: the next token's distribution
@@ -296,10 +291,8 @@ def evaluate(args):
 
 
 def main(argv=None):
-    try:
+    with user_errors("eval.py"):
         evaluate(parse_args(argv))
-    except (CheckpointError, DataError, EvalError, PrepareError, SettingsError, TaskError) as e:
-        sys.exit(f"eval.py: error: {e}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@ GPTConfig, GPT. The input interface is chosen by one field, GPTConfig.input:
     binary   x(t) = R bin_K(t), K = ceil(log2 V) bits tiled to n_embd, no parameters
     affine   x(t) = R (A bin_K(t) XOR b), A in GL(K, 2) fixed at random, no parameters
 
-Everything after the input is the same GPT in every variant, with an untied trainable head.
+The fixed codes are those of A. Bochkov, "Language Models Without a Trainable Input Embedding
+Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); codes.py has
+the formulas. Everything after the input is the same GPT in every variant, with an untied
+trainable head: GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language
+Models are Unsupervised Multitask Learners"), with rotary positions instead of a position table.
 """
 
 import inspect
@@ -20,11 +24,16 @@ from torch.nn import functional as F
 
 from codes import affine_code, binary_code, code_bits, code_values, lift_index, random_affine
 
-INPUTS = ("learned", "binary", "affine")
+INPUTS = ("learned", "binary", "affine")  # the one list of input interfaces; make_input builds them
 
 
 class Rotary(nn.Module):
-    """Rotary position embedding (Su et al. 2021): positions rotate q and k, no parameters."""
+    """Rotary position embedding: positions rotate q and k, no parameters.
+
+    J. Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding" (2021,
+    arXiv:2104.09864): the efficient form of eq. 34 with theta_i = base^(-2i/hs), i = 0 .. hs/2 - 1
+    (eq. 15). Dimension i is paired with i + hs/2 (GPT-NeoX's layout) rather than with its
+    neighbour: the same rotation up to a fixed permutation of q's and k's dimensions."""
 
     def __init__(self, head_dim, block_size, base):
         super().__init__()
@@ -130,16 +139,16 @@ class BinaryCodeInput(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.code_bits = code_bits(config.vocab_size)
-        self.code_values = config.code_values
+        self.bits = code_bits(config.vocab_size)  # K
+        self.values = config.code_values  # '01' or 'pm1'
         # which bit feeds each model dimension; derived from the config, so not saved
-        self.register_buffer("lift", lift_index(self.code_bits, config.n_embd, config.lift), persistent=False)
+        self.register_buffer("lift", lift_index(self.bits, config.n_embd, config.lift), persistent=False)
 
     def code(self, idx):
-        return binary_code(idx, self.code_bits)  # (B, T, K) uint8
+        return binary_code(idx, self.bits)  # (B, T, K) uint8
 
     def forward(self, idx):
-        return code_values(self.code(idx)[..., self.lift], self.code_values)  # (B, T, n_embd) float32
+        return code_values(self.code(idx)[..., self.lift], self.values)  # (B, T, n_embd) float32
 
 
 class AffineCodeInput(BinaryCodeInput):
@@ -151,7 +160,7 @@ class AffineCodeInput(BinaryCodeInput):
 
     def __init__(self, config):
         super().__init__(config)
-        A, b = random_affine(self.code_bits, config.code_seed)
+        A, b = random_affine(self.bits, config.code_seed)
         self.register_buffer("A", A)  # (K, K) uint8, invertible over GF(2)
         self.register_buffer("b", b)  # (K,) uint8
 
@@ -182,7 +191,7 @@ class GPTConfig:
     lift: str = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
     code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
     tie_weights: bool = False  # share the input table with the head; 'learned' only
-    rope_base: float = 10000.0
+    rope_base: float = 10000.0  # rotary base, RoFormer's
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -303,9 +312,11 @@ class GPT(nn.Module):
         }
 
     def flops_per_token(self):
-        """Training FLOPs per token (PaLM appendix B): 6 per matmul weight plus attention.
+        """Training FLOPs per token: 6 per matmul weight plus 12 * n_layer * n_embd * T for attention.
 
-        An input lookup or a fixed code costs no matmul FLOPs, so the input is left out.
+        A. Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways" (2022,
+        arXiv:2204.02311), appendix B. An input lookup or a fixed code costs no matmul FLOPs, so
+        the input is left out.
         """
         c = self.config
         counts = self.param_counts()

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from corpus import HUB, PrepareError, fetch_source, input_paths, open_corpus
+from corpus import HUB, fetch_source, input_paths, open_corpus
+from settings import UserError, user_errors
 from tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
@@ -64,7 +65,7 @@ def encode_batch(batch):
 def id_dtype(vocab_size):
     """The narrowest unsigned type that holds every id: uint16 up to 65,536 tokens, else uint32."""
     if vocab_size > 2 ** 32:
-        raise PrepareError(f"a vocabulary of {vocab_size:,} tokens does not fit uint32 ids; use at most 2^32")
+        raise UserError(f"a vocabulary of {vocab_size:,} tokens does not fit uint32 ids; use at most 2^32")
     return np.uint16 if vocab_size <= 2 ** 16 else np.uint32
 
 
@@ -129,7 +130,7 @@ def build_tokenizer(args, stream, directory):
         else:
             ranks, pattern, eot_id = named_ranks(args.tokenizer)
     except (ValueError, RuntimeError) as e:
-        raise PrepareError(str(e)) from None
+        raise UserError(str(e)) from None
     save_ranks(ranks, directory / "tokenizer.tiktoken")
     info = {"name": args.tokenizer, "file": "tokenizer.tiktoken", "pattern": pattern,
             "eot_id": eot_id, "vocab_size": max(eot_id, len(ranks) - 1) + 1}
@@ -188,7 +189,7 @@ def prepare(args):
     splits = {}
     for split, writer in writers.items():
         if writer.bytes == 0:
-            raise PrepareError(f"the {split} split is empty; give more text or change --val_fraction")
+            raise UserError(f"the {split} split is empty; give more text or change --val_fraction")
         writer.finish()
         splits[split] = {"files": writer.files, "tokens": writer.tokens, "bytes": writer.bytes}
     meta = {"source": source, "text_sha256": digest.hexdigest(), "tokenizer": info,
@@ -225,10 +226,8 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    try:
+    with user_errors("prepare.py"):
         prepare(parse_args(argv))
-    except PrepareError as e:
-        sys.exit(f"prepare.py: error: {e}")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import sys
 
 import torch
 
-from checkpoint import CheckpointError, build_model, load_checkpoint, load_encoding
-from settings import SettingsError, pick_device, pick_dtype
+from checkpoint import build_model, load_checkpoint, load_encoding
+from settings import UserError, pick_device, pick_dtype, user_errors
 
 
 def parse_args(argv=None):
@@ -32,6 +32,15 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def read_prompt(path):
+    try:
+        return open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise UserError(f"cannot read --start_file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"--start_file {path} is not UTF-8 text (near byte {e.start}); convert it first") from None
+
+
 def sample(args, out=sys.stdout):
     """Print num_samples continuations of the prompt; return them as lists of token ids."""
     device = pick_device(args.device)
@@ -39,7 +48,7 @@ def sample(args, out=sys.stdout):
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt)
     del ckpt
-    prompt = open(args.start_file, encoding="utf-8").read() if args.start_file else args.start
+    prompt = read_prompt(args.start_file) if args.start_file else args.start
     ids = enc.encode(prompt, allowed_special="all") or [enc.eot_token]  # an empty prompt starts a new document
     autocast = pick_dtype("auto", device)[2]
     generator = torch.Generator(device).manual_seed(args.seed)
@@ -64,10 +73,8 @@ def sample(args, out=sys.stdout):
 
 
 def main(argv=None):
-    try:
+    with user_errors("sample.py"):
         sample(parse_args(argv))
-    except (CheckpointError, OSError, SettingsError) as e:
-        sys.exit(f"sample.py: error: {e}")
 
 
 if __name__ == "__main__":

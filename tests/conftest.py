@@ -1,8 +1,11 @@
-"""Shared fixtures: a tiny prepared corpus and tiny-model training settings."""
+"""Shared fixtures: a tiny prepared corpus, tiny-model training settings, and slow reference
+constructions of the codes that the fast paths in codes.py are checked against."""
 
 import pytest
+import torch
 
 import prepare
+from codes import code_bits
 
 TINY = ["--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=8", "--gradient_accumulation_steps=2",
         "--learning_rate=3e-3", "--warmup_iters=2", "--min_lr=3e-4", "--eval_iters=4", "--log_interval=1",
@@ -17,3 +20,22 @@ def data_dir(tmp_path_factory):
                             for w in ("crown", "horse", "sword", "castle") for v in ("gold", "grey", "old", "bright")) * 40)
     prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "tiny", "--out_dir", str(root), "--vocab_size", "300", "--quiet"]))
     return root
+
+
+def reference_codebook(vocab_size, A=None, b=None):
+    """Every token's code, uint8 (V, K): Python's binary formatting, then c' = A c + b mod 2."""
+    K = code_bits(vocab_size)
+    book = torch.tensor([[int(bit) for bit in format(t, f"0{K}b")] for t in range(vocab_size)])
+    if A is not None:
+        book = (book @ A.long().T + b.long()) % 2
+    return book.to(torch.uint8)
+
+
+def reference_lift(bits, n_embd, mode):
+    """R as a float (n_embd, K) 0/1 matrix, built from its definition: x = R c."""
+    if mode == "tile":  # [I_K; I_K; ...], the last copy cut short
+        return torch.cat([torch.eye(bits)] * (n_embd // bits + 1))[:n_embd]
+    R = torch.zeros(n_embd, bits)
+    for j in range(n_embd):  # interleave: dimension j carries bit floor(j K / n_embd)
+        R[j, j * bits // n_embd] = 1
+    return R

@@ -5,8 +5,9 @@ import os
 import pytest
 import torch
 
-from checkpoint import CheckpointError, build_model, load_checkpoint, model_state, save_checkpoint
+from checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
 from model import GPT, GPTConfig
+from settings import UserError
 
 
 class RunsCode:
@@ -33,7 +34,7 @@ def test_round_trip_and_atomic_write(tmp_path):
 def test_a_pickle_that_runs_code_is_refused(tmp_path):
     marker = tmp_path / "pwned"
     torch.save({"model": RunsCode(marker), "model_config": {}, "tokenizer": {}}, tmp_path / "ckpt.pt")
-    with pytest.raises(CheckpointError, match="not a loadable checkpoint"):
+    with pytest.raises(UserError, match="not a loadable checkpoint"):
         load_checkpoint(tmp_path)
     assert not marker.exists()
 
@@ -42,12 +43,12 @@ def test_truncated_and_foreign_checkpoints_are_clear_errors(tmp_path):
     saved_model(tmp_path)
     data = (tmp_path / "ckpt.pt").read_bytes()
     (tmp_path / "ckpt.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="corrupt, truncated or unsafe"):
+    with pytest.raises(UserError, match="corrupt, truncated or unsafe"):
         load_checkpoint(tmp_path)
     torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="not a tablefree checkpoint"):
+    with pytest.raises(UserError, match="not a tablefree checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="no checkpoint at"):
+    with pytest.raises(UserError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "empty_dir")
 
 
@@ -55,5 +56,5 @@ def test_weights_that_do_not_fit_the_config_are_a_clear_error(tmp_path):
     saved_model(tmp_path)
     ckpt = load_checkpoint(tmp_path)
     ckpt["model_config"]["n_embd"] = 32
-    with pytest.raises(CheckpointError, match="do not fit its model config"):
+    with pytest.raises(UserError, match="do not fit its model config"):
         build_model(ckpt)

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from codes import (affine_code, binary_code, code_bits, code_values, codebook, gf2_rank, lift_index,
-                   lift_matrix, random_affine)
+from codes import affine_code, binary_code, code_bits, code_values, gf2_rank, lift_index, random_affine
+from conftest import reference_codebook, reference_lift
 
 
 def test_code_bits_is_ceil_log2():
@@ -23,7 +23,8 @@ def test_binary_code_matches_python_formatting():
 
 def test_binary_and_affine_codes_are_injective_at_k16():
     A, b = random_affine(16, seed=0)
-    for book in (codebook(65536), codebook(65536, A, b)):
+    ids = torch.arange(65536)
+    for book in (binary_code(ids, 16), affine_code(ids, A, b)):
         assert book.shape == (65536, 16)
         assert torch.unique(book, dim=0).shape[0] == 65536
 
@@ -64,29 +65,31 @@ def test_affine_code_equals_matrix_reference():
     assert torch.equal(affine_code(ids, A, b), reference.to(torch.uint8))
 
 
-def test_on_the_fly_codes_equal_materialised_codebook():
+def test_on_the_fly_codes_equal_the_reference_codebook():
     A, b = random_affine(code_bits(1000), seed=2)
     ids = torch.randint(0, 1000, (4, 7))
-    assert torch.equal(binary_code(ids, 10), codebook(1000)[ids])
-    assert torch.equal(affine_code(ids, A, b), codebook(1000, A, b)[ids])
+    assert torch.equal(binary_code(ids, 10), reference_codebook(1000)[ids])
+    assert torch.equal(affine_code(ids, A, b), reference_codebook(1000, A, b)[ids])
 
 
 @pytest.mark.parametrize("mode", ["tile", "interleave"])
 @pytest.mark.parametrize("n_embd", [16, 48, 50, 1024])
 def test_lift_covers_every_bit_and_has_rank_k(mode, n_embd):
-    R = lift_matrix(16, n_embd, mode)  # (n_embd, 16)
+    R = torch.nn.functional.one_hot(lift_index(16, n_embd, mode), 16).float()  # (n_embd, 16)
     assert R.shape == (n_embd, 16) and torch.equal(R.sum(dim=1), torch.ones(n_embd))
     assert (R.sum(dim=0) >= 1).all()  # no bit is dropped, so the lift stays injective
-    book = codebook(65536).float()  # (V, K)
+    book = binary_code(torch.arange(65536), 16).float()  # (V, K)
     lifted = book @ R.T  # (V, n_embd) = x(t) for every token
     assert torch.linalg.matrix_rank(lifted.T @ lifted) == 16  # rank(X) = rank(X^T X) <= K
     first_copy = R.argmax(dim=0)  # (K,) a model dimension carrying each bit
     assert torch.equal(lifted[:, first_copy], book)  # the code is read back: injective
 
 
-def test_tile_is_the_papers_stacked_identities():
-    R = lift_matrix(4, 12, "tile")
-    assert torch.equal(R, torch.cat([torch.eye(4)] * 3))
+def test_lift_index_equals_the_reference_lift():
+    for bits, n_embd in [(4, 12), (4, 10), (16, 1024), (10, 160), (7, 50)]:
+        for mode in ("tile", "interleave"):
+            index = lift_index(bits, n_embd, mode)
+            assert torch.equal(torch.nn.functional.one_hot(index, bits).float(), reference_lift(bits, n_embd, mode))
     assert lift_index(4, 10, "tile").tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]  # last copy cut short
     assert lift_index(4, 10, "interleave").tolist() == [0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
 
@@ -107,6 +110,6 @@ def test_code_values():
 def test_every_small_affine_map_is_a_permutation():
     for seed in range(20):
         A, b = random_affine(4, seed)
-        images = sorted(int("".join(map(str, c)), 2) for c in codebook(16, A, b).tolist())
+        images = sorted(int("".join(map(str, c)), 2) for c in reference_codebook(16, A, b).tolist())
         assert images == list(range(16))
     assert len({tuple(random_affine(3, s)[0].flatten().tolist()) for s in range(200)}) > 100  # many distinct A

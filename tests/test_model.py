@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from codes import codebook, lift_matrix
+from conftest import reference_codebook, reference_lift
 from model import GPT, GPTConfig, apply_rotary
 
 INPUTS = ["learned", "binary", "affine"]
@@ -23,7 +23,7 @@ def test_fixed_inputs_equal_the_lifted_codebook():
         for lift in ("tile", "interleave"):
             model = tiny(input, lift=lift, n_embd=40)
             A, b = (model.wte.A, model.wte.b) if input == "affine" else (None, None)
-            lifted = codebook(50, A, b).float() @ lift_matrix(6, 40, lift).T  # (V, n_embd) = R c
+            lifted = reference_codebook(50, A, b).float() @ reference_lift(6, 40, lift).T  # (V, n_embd) = R c
             idx = torch.randint(0, 50, (3, 16))
             assert torch.equal(model.wte(idx), lifted[idx])
     pm1 = tiny("binary", code_values="pm1")

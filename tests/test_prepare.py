@@ -9,6 +9,7 @@ import pytest
 
 import corpus
 import prepare
+from settings import UserError
 from tokenizer import load_tokenizer, train_bpe
 
 WORDS = "the king queen crown sword horse castle river night morning bread wine letter".split()
@@ -150,7 +151,7 @@ def test_corrupt_local_source_is_refused(tmp_path):
     sources = tmp_path / "data" / "_sources"
     sources.mkdir(parents=True)
     (sources / "tinyshakespeare.txt").write_text("First Citizen:\nBefore we proceed any further, hear me spook.\n")
-    with pytest.raises(corpus.PrepareError, match="corrupt"):
+    with pytest.raises(UserError, match="corrupt"):
         run(tmp_path)
 
 
@@ -170,10 +171,10 @@ def test_bad_input_is_a_one_line_error(tmp_path, corpus_files, argv, message, ca
 
 def test_undecodable_and_empty_inputs(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 ".encode("latin1") * 100)
-    with pytest.raises(corpus.PrepareError, match="not valid UTF-8 .near byte 3."):
+    with pytest.raises(UserError, match="not valid UTF-8 .near byte 3."):
         run(tmp_path, "--input", str(tmp_path / "latin1.txt"))
     (tmp_path / "empty.txt").write_text("")
-    with pytest.raises(corpus.PrepareError, match="split is empty"):
+    with pytest.raises(UserError, match="split is empty"):
         run(tmp_path, "--input", str(tmp_path / "empty.txt"), "--tokenizer", "gpt2")
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from settings import SettingsError, pick_device, pick_dtype, resolve
+from settings import UserError, pick_device, pick_dtype, resolve
 
 DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
 
@@ -26,30 +26,34 @@ def test_both_override_forms_and_types():
     (["--learning_rate=__import__('os').system('echo hacked')"], "learning_rate must be float"),
 ])
 def test_bad_overrides_are_clear_errors(argv, message):
-    with pytest.raises(SettingsError, match=message.replace("?", r"\?").replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UserError, match=message.replace("?", r"\?").replace("(", r"\(").replace(")", r"\)")):
         resolve(DEFAULTS, argv)
 
 
 def test_config_files_are_parsed_not_executed(tmp_path):
     good = tmp_path / "good.py"
-    good.write_text('"""doc"""\nn_layer = 2 * 3\nmax_iters = n_layer * 100 + 7\ninput = "learned"\nlearning_rate = -(-1e-3)\n')
+    good.write_text('"""doc"""\nn_layer = 6\nmax_iters = 32_425\ninput = "learned"\nlearning_rate = -1e-3\n')
     s = resolve(DEFAULTS, [str(good), "--n_layer=8"])  # later arguments win
-    assert s["max_iters"] == 607 and s["input"] == "learned" and s["n_layer"] == 8 and s["learning_rate"] == 1e-3
+    assert s["max_iters"] == 32425 and s["input"] == "learned" and s["n_layer"] == 8 and s["learning_rate"] == -1e-3
     marker = tmp_path / "ran"
     evil = tmp_path / "evil.py"
     evil.write_text(f"n_layer = __import__('pathlib').Path({str(marker)!r}).touch()\n")
-    with pytest.raises(SettingsError, match="only literals, arithmetic and earlier settings"):
+    with pytest.raises(UserError, match="line 1: n_layer must be a literal value, not"):
         resolve(DEFAULTS, [str(evil)])
     assert not marker.exists()
+    arithmetic = tmp_path / "arithmetic.py"
+    arithmetic.write_text("n_layer = 4\nmax_iters = n_layer * 100\n")
+    with pytest.raises(UserError, match="line 2: max_iters must be a literal value, not 'n_layer \\* 100'"):
+        resolve(DEFAULTS, [str(arithmetic)])
     typo = tmp_path / "typo.py"
     typo.write_text("n_layer = 2\nlearnig_rate = 1e-3\n")
-    with pytest.raises(SettingsError, match="typo.py: unknown setting 'learnig_rate'; did you mean 'learning_rate'"):
+    with pytest.raises(UserError, match="typo.py: unknown setting 'learnig_rate'; did you mean 'learning_rate'"):
         resolve(DEFAULTS, [str(typo)])
     statement = tmp_path / "statement.py"
     statement.write_text("import os\n")
-    with pytest.raises(SettingsError, match="line 1: config files hold only `name = value` lines"):
+    with pytest.raises(UserError, match="line 1: config files hold only `name = value` lines"):
         resolve(DEFAULTS, [str(statement)])
-    with pytest.raises(SettingsError, match="cannot read config file"):
+    with pytest.raises(UserError, match="cannot read config file"):
         resolve(DEFAULTS, [str(tmp_path / "missing.py")])
 
 
@@ -64,8 +68,8 @@ def test_device_and_dtype_choices():
     _, dtype, autocast = pick_dtype("bfloat16", "cpu")
     with autocast:
         assert dtype == torch.bfloat16 and (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
-    with pytest.raises(SettingsError, match="dtype must be 'auto' or one of float32, bfloat16, float16, not 'int8'"):
+    with pytest.raises(UserError, match="dtype must be 'auto' or one of float32, bfloat16, float16, not 'int8'"):
         pick_dtype("int8", "cpu")
     if not torch.cuda.is_available():
-        with pytest.raises(SettingsError, match="device 'cuda:1' is not available on this machine; use 'cpu' or 'auto'"):
+        with pytest.raises(UserError, match="device 'cuda:1' is not available on this machine; use 'cpu' or 'auto'"):
             pick_device("cuda:1")

@@ -15,7 +15,7 @@ import train
 from checkpoint import build_model, load_checkpoint
 from conftest import TINY
 from model import GPT, GPTConfig
-from settings import resolve
+from settings import UserError, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 def run(data_dir, out_dir, *argv):
@@ -55,7 +55,7 @@ def test_resume_continues_exactly(data_dir, tmp_path):
 
 def test_resume_refuses_a_different_model(data_dir, tmp_path):
     run(data_dir, tmp_path, "--input=binary", "--max_iters=2", "--eval_interval=2")
-    with pytest.raises(train.TrainError, match="trained with input='binary', not 'learned'"):
+    with pytest.raises(UserError, match="trained with input='binary', not 'learned'"):
         run(data_dir, tmp_path, "--input=learned", "--max_iters=4", "--init_from=resume")
 
 
