@@ -16,13 +16,12 @@ import torch
 
 from model import GPT, GPTConfig
 from settings import UserError
-from tokenizer import make_encoding, parse_ranks
 
 CKPT_NAME = "ckpt.pt"
 
 
 def save_checkpoint(state, out_dir):
-    """Write state to out_dir/ckpt.pt atomically: the previous file stays until the new one is complete."""
+    """Write state to out_dir/ckpt.pt atomically: the old file stays until the new one is whole."""
     path = Path(out_dir) / CKPT_NAME
     tmp = path.with_name(CKPT_NAME + ".tmp")
     with open(tmp, "wb") as f:
@@ -38,7 +37,7 @@ def save_checkpoint(state, out_dir):
 
 
 def write_atomic(path, text):
-    """Replace a text file so that a reader (or a crash) sees the old or the new file, never half."""
+    """Replace a text file so that a reader (or a crash) sees the old or the new file, not half."""
     tmp = Path(path).with_name(Path(path).name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -61,7 +60,8 @@ def find_checkpoint(path):
     if path.is_dir():
         path = path / CKPT_NAME
     if not path.is_file():
-        raise UserError(f"no checkpoint at {path}; train first (python train.py ...) or pass --ckpt out/<run>")
+        raise UserError(f"no checkpoint at {path}; train first (python train.py ...) "
+                        f"or pass --ckpt out/<run>")
     return path
 
 
@@ -72,10 +72,12 @@ def load_checkpoint(path, device="cpu"):
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that wants to run code
         reason = str(e).strip().splitlines()[0][:160]
-        raise UserError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, truncated or unsafe") from None
+        raise UserError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, "
+                        f"truncated or unsafe") from None
     missing = {"model", "model_config", "tokenizer"} - set(ckpt if isinstance(ckpt, dict) else ())
     if missing:
-        raise UserError(f"{path} is not a tablefree checkpoint (missing {', '.join(sorted(missing))})")
+        raise UserError(f"{path} is not a tablefree checkpoint "
+                        f"(missing {', '.join(sorted(missing))})")
     return ckpt
 
 
@@ -85,18 +87,14 @@ def build_model(ckpt):
         model = GPT(GPTConfig(**ckpt["model_config"]))
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError) as e:
-        raise UserError(f"checkpoint weights do not fit its model config: {str(e).splitlines()[0][:200]}") from None
+        reason = str(e).splitlines()[0][:200]
+        raise UserError(f"checkpoint weights do not fit its model config: {reason}") from None
     return model
 
 
 def tokenizer_state(info, rank_file):
     """What a checkpoint stores to decode its tokens: the meta.json entry and the rank file text."""
     return {"info": info, "ranks": Path(rank_file).read_text()}
-
-
-def load_encoding(ckpt):
-    """The tiktoken Encoding a checkpoint was trained with."""
-    return make_encoding(ckpt["tokenizer"]["info"], parse_ranks(ckpt["tokenizer"]["ranks"].encode()))
 
 
 def model_state(model):

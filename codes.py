@@ -66,7 +66,8 @@ def random_affine(bits: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         if gf2_rank(rows) == bits:
             break
     shift = rng.getrandbits(bits)
-    A = torch.tensor([[(row >> (bits - 1 - j)) & 1 for j in range(bits)] for row in rows], dtype=torch.uint8)
+    A = torch.tensor([[(row >> (bits - 1 - j)) & 1 for j in range(bits)] for row in rows],
+                     dtype=torch.uint8)
     b = torch.tensor([(shift >> (bits - 1 - j)) & 1 for j in range(bits)], dtype=torch.uint8)
     return A, b
 
@@ -104,7 +105,8 @@ def lift_index(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:
     Returns int64 (n_embd,).
     """
     if n_embd < bits:
-        raise ValueError(f"n_embd={n_embd} is narrower than the {bits}-bit code; use n_embd >= {bits}")
+        raise ValueError(f"n_embd={n_embd} is narrower than the {bits}-bit code; "
+                         f"use n_embd >= {bits}")
     j = torch.arange(n_embd)
     if mode == "tile":
         return j % bits
@@ -114,7 +116,7 @@ def lift_index(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:
 
 
 def code_values(code: torch.Tensor, values: str = "01") -> torch.Tensor:
-    """Map 0/1 bits to model inputs: '01' keeps them (the papers, no scaling); 'pm1' gives 2c - 1."""
+    """Map 0/1 bits to model inputs: '01' keeps them (the papers': no scaling); 'pm1' is 2c - 1."""
     if values == "01":
         return code.float()
     if values == "pm1":

@@ -49,7 +49,7 @@ SOURCES = {
         "sha256": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
     },
 }
-# hub dataset (path, config); the papers trained on FineWeb-Edu + Cosmopedia
+# hub datasets (path, config): FineWeb-Edu (the Kronecker paper's data) and Cosmopedia
 HUB = {
     "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-100BT"),
     "cosmopedia": ("HuggingFaceTB/smollm-corpus", "cosmopedia-v2"),

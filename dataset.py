@@ -21,15 +21,18 @@ def read_meta(directory):
     """meta.json of a prepared dataset, checked for the fields training needs."""
     path = Path(directory) / "meta.json"
     if not path.exists():
-        raise UserError(f"{path} not found; run `python prepare.py` (or prepare.py --name {Path(directory).name} ...) first")
+        raise UserError(f"{path} not found; run `python prepare.py` "
+                        f"(or prepare.py --name {Path(directory).name} ...) first")
     try:
         meta = json.loads(path.read_text())
         vocab_size, dtype = meta["vocab_size"], np.dtype(meta["dtype"])
         meta["splits"]["train"]["files"], meta["splits"]["val"]["bytes"]
     except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); re-run prepare.py --force") from None
+        raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); "
+                        f"re-run prepare.py --force") from None
     if vocab_size > np.iinfo(dtype).max + 1:
-        raise UserError(f"{path} says vocab_size {vocab_size} but dtype {dtype.name} holds ids below {np.iinfo(dtype).max + 1}; "
+        raise UserError(f"{path} says vocab_size {vocab_size} but dtype {dtype.name} holds ids "
+                        f"below {np.iinfo(dtype).max + 1}; "
                         f"re-run prepare.py --force")
     return meta
 
@@ -43,31 +46,35 @@ def open_split(directory, meta, split):
         if not path.exists():
             raise UserError(f"{path} is missing; re-run prepare.py --force for {directory}")
         if path.stat().st_size % dtype.itemsize:
-            raise UserError(f"{path} is {path.stat().st_size} bytes, not a whole number of {dtype.name} ids; "
+            raise UserError(f"{path} is {path.stat().st_size} bytes, not a whole number of "
+                            f"{dtype.name} ids; "
                             f"it is truncated, re-run prepare.py --force")
         shards.append(np.memmap(path, dtype=dtype, mode="r"))
     if sum(len(s) for s in shards) != meta["splits"][split]["tokens"]:
-        raise UserError(f"{directory}/{split} bins hold {sum(len(s) for s in shards):,} tokens but meta.json says "
+        raise UserError(f"{directory}/{split} bins hold {sum(len(s) for s in shards):,} tokens "
+                        f"but meta.json says "
                         f"{meta['splits'][split]['tokens']:,}; re-run prepare.py --force")
     for shard, name in zip(shards, meta["splits"][split]["files"]):
         for start in range(0, len(shard), SCAN_TOKENS):
             high = int(shard[start:start + SCAN_TOKENS].max())
             if high >= meta["vocab_size"]:
-                raise UserError(f"{directory / name} holds token id {high} but the vocabulary has {meta['vocab_size']}; "
+                raise UserError(f"{directory / name} holds token id {high} but the vocabulary "
+                                f"has {meta['vocab_size']}; "
                                 f"the bins do not match meta.json, re-run prepare.py --force")
     return shards
 
 
 def get_batch(shards, batch_size, block_size, generator):
     """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token."""
-    starts = np.array([max(len(s) - block_size - 1, 0) for s in shards])  # valid window starts per shard
+    starts = np.array([max(len(s) - block_size - 1, 0) for s in shards])  # window starts per shard
     if starts.sum() == 0:
-        raise UserError(f"the data holds fewer than block_size + 1 = {block_size + 1} tokens; lower block_size")
+        raise UserError(f"the data holds fewer than block_size + 1 = {block_size + 1} tokens; "
+                        f"lower block_size")
     picks = torch.randint(int(starts.sum()), (batch_size,), generator=generator).numpy()
-    shard_of = np.searchsorted(np.cumsum(starts), picks, side="right")  # which shard each window is in
+    shard_of = np.searchsorted(np.cumsum(starts), picks, side="right")  # each window's shard
     offsets = picks - np.concatenate(([0], np.cumsum(starts)))[shard_of]
-    windows = np.stack([shards[s][o:o + block_size + 1] for s, o in zip(shard_of, offsets)]).astype(np.int64)
-    windows = torch.from_numpy(windows)  # (B, T + 1)
+    windows = np.stack([shards[s][o:o + block_size + 1] for s, o in zip(shard_of, offsets)])
+    windows = torch.from_numpy(windows.astype(np.int64))  # (B, T + 1)
     return windows[:, :-1], windows[:, 1:]
 
 

@@ -27,11 +27,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checkpoint import build_model, find_checkpoint, load_checkpoint, load_encoding, write_atomic
+from checkpoint import build_model, find_checkpoint, load_checkpoint, write_atomic
 from dataset import SCAN_TOKENS, bits_per_byte, open_split, read_meta
 from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
 from settings import UserError, pick_device, pick_dtype, user_errors
 from tasks import TASKS, default_data, load_docs
+from tokenizer import load_encoding
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")
 

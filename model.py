@@ -64,7 +64,7 @@ class LayerKV:
         self.pos = 0  # positions stored so far
 
     def append(self, k, v):
-        """Store k, v (B, nh, T, hs); return all keys, values (B, nh, pos, hs) and the causal mask."""
+        """Store k, v (B, nh, T, hs); return all keys and values (B, nh, pos, hs) and the mask."""
         B, nh, T, hs = k.size()
         if self.k is None:
             self.k = k.new_zeros(B, nh, self.max_len, hs)
@@ -73,7 +73,9 @@ class LayerKV:
         self.k[:, :, start:self.pos] = k
         self.v[:, :, start:self.pos] = v
         # query i sits at position start + i and may see keys 0 .. start + i; one new query sees all
-        mask = None if T == 1 else torch.ones(T, self.pos, dtype=torch.bool, device=k.device).tril(diagonal=start)  # (T, pos)
+        mask = None
+        if T > 1:
+            mask = torch.ones(T, self.pos, dtype=torch.bool, device=k.device).tril(diagonal=start)
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos], mask
 
 
@@ -142,7 +144,8 @@ class BinaryCodeInput(nn.Module):
         self.bits = code_bits(config.vocab_size)  # K
         self.values = config.code_values  # '01' or 'pm1'
         # which bit feeds each model dimension; derived from the config, so not saved
-        self.register_buffer("lift", lift_index(self.bits, config.n_embd, config.lift), persistent=False)
+        lift = lift_index(self.bits, config.n_embd, config.lift)  # (n_embd,)
+        self.register_buffer("lift", lift, persistent=False)
 
     def code(self, idx):
         return binary_code(idx, self.bits)  # (B, T, K) uint8
@@ -169,7 +172,7 @@ class AffineCodeInput(BinaryCodeInput):
 
 
 def make_input(config):
-    """The one place the input interface is chosen. Every module maps idx (B, T) -> (B, T, n_embd)."""
+    """The one place the input interface is chosen; each maps idx (B, T) -> (B, T, n_embd)."""
     if config.input == "learned":
         return nn.Embedding(config.vocab_size, config.n_embd)
     if config.input == "binary":
@@ -197,13 +200,16 @@ class GPTConfig:
         if self.input not in INPUTS:
             raise ValueError(f"unknown input {self.input!r}; choose one of {INPUTS}")
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads of even size (rotary)")
+            raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads "
+                             f"of even size (rotary)")
         if self.tie_weights and self.input != "learned":
-            raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} has none, set tie_weights=False")
+            raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} "
+                             f"has none, set tie_weights=False")
         if self.input != "learned":
             bits = code_bits(self.vocab_size)
             if bits > 62:
-                raise ValueError(f"vocab_size={self.vocab_size} needs {bits}-bit codes; at most 2^62 tokens fit int64 ids")
+                raise ValueError(f"vocab_size={self.vocab_size} needs {bits}-bit codes; "
+                                 f"at most 2^62 tokens fit int64 ids")
             lift_index(bits, self.n_embd, self.lift)  # raises if n_embd < K or the lift is unknown
             code_values(torch.zeros(1), self.code_values)  # raises on unknown code values
 
@@ -261,14 +267,16 @@ class GPT(nn.Module):
         if targets is None:
             return self.lm_head(x if all_positions else x[:, [-1], :]), None  # (B, T or 1, V)
         logits = self.lm_head(x)  # (B, T, V)
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1),
+                               ignore_index=-1)  # in float32 even under autocast
         return logits, loss
 
     def new_cache(self):
         return [LayerKV(self.config.block_size) for _ in self.h]
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
+                 generator=None):
         """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
 
         temperature 0 is greedy. With the cache, each step runs only the newest token; when
@@ -294,7 +302,8 @@ class GPT(nn.Module):
                 if top_k is not None:
                     kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
                     logits = logits.masked_fill(logits < kth, -float("inf"))
-                next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)  # (B, 1)
+                probs = F.softmax(logits, dim=-1)  # (B, V)
+                next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
             idx = torch.cat((idx, next_id), dim=1)
             yield next_id
 
@@ -305,14 +314,15 @@ class GPT(nn.Module):
         head = 0 if self.config.tie_weights else trainable(self.lm_head)
         return {
             "input": trainable(self.wte),
-            "input_fixed": sum(b.numel() for name, b in self.wte.named_buffers() if name in self.wte.state_dict()),
+            "input_fixed": sum(b.numel() for name, b in self.wte.named_buffers()
+                               if name in self.wte.state_dict()),  # saved buffers: A and b
             "body": trainable(self.h) + trainable(self.ln_f),
             "head": head,
             "trainable": sum(p.numel() for p in self.parameters() if p.requires_grad),
         }
 
     def flops_per_token(self):
-        """Training FLOPs per token: 6 per matmul weight plus 12 * n_layer * n_embd * T for attention.
+        """Training FLOPs per token: 6 per matmul weight, plus 12 n_layer n_embd T for attention.
 
         A. Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways" (2022,
         arXiv:2204.02311), appendix B. An input lookup or a fixed code costs no matmul FLOPs, so
@@ -324,11 +334,12 @@ class GPT(nn.Module):
         return 6 * matmul_params + 12 * c.n_layer * c.n_embd * c.block_size
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW with decay on matrices only (not biases or norms); fused kernels where supported."""
+        """AdamW with decay on matrices only (not biases or norms); fused kernels if supported."""
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
         ]
-        fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
+        has_fused = "fused" in inspect.signature(torch.optim.AdamW).parameters
+        fused = device_type in ("cuda", "cpu") and has_fused
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)

@@ -13,8 +13,9 @@ import sys
 
 import torch
 
-from checkpoint import build_model, load_checkpoint, load_encoding
+from checkpoint import build_model, load_checkpoint
 from settings import UserError, pick_device, pick_dtype, user_errors
+from tokenizer import load_encoding
 
 
 def parse_args(argv=None):

@@ -33,15 +33,12 @@ def user_errors(script):
         sys.exit(f"{script}: error: {e}")
 
 
-def require_known(key, defaults):
+def check(key, value, defaults):
+    """value converted to the type of defaults[key]; a UserError for an unknown key or type."""
     if key not in defaults:
         near = difflib.get_close_matches(key, defaults, n=1)
-        raise UserError(f"unknown setting {key!r}" + (f"; did you mean {near[0]!r}?" if near else ""))
-
-
-def check(key, value, defaults):
-    """value converted to the type of defaults[key], or a UserError."""
-    require_known(key, defaults)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise UserError(f"unknown setting {key!r}{hint}")
     expected = type(defaults[key])
     if expected is float and type(value) is int:
         return float(value)
@@ -63,7 +60,8 @@ def read_config_file(path, settings, defaults):
             continue  # a docstring
         is_assignment = isinstance(statement, ast.Assign) and len(statement.targets) == 1
         if not (is_assignment and isinstance(statement.targets[0], ast.Name)):
-            raise UserError(f"{path} line {statement.lineno}: config files hold only `name = value` lines")
+            raise UserError(f"{path} line {statement.lineno}: config files hold only "
+                            f"`name = value` lines")
         key = statement.targets[0].id
         try:
             value = ast.literal_eval(statement.value)  # 3e-4, -1, "binary", True; never a call
@@ -96,7 +94,8 @@ def resolve(defaults, argv):
         arg = args.pop(0)
         if not arg.startswith("--"):
             if not arg.endswith(".py"):
-                raise UserError(f"unexpected argument {arg!r}; give config files (*.py) and --key=value")
+                raise UserError(f"unexpected argument {arg!r}; give config files (*.py) "
+                                f"and --key=value")
             read_config_file(arg, settings, defaults)
             continue
         key, has_value, text = arg[2:].partition("=")
@@ -104,8 +103,7 @@ def resolve(defaults, argv):
             if not args:
                 raise UserError(f"--{key} needs a value: --{key}=VALUE or --{key} VALUE")
             text = args.pop(0)
-        require_known(key, defaults)
-        settings[key] = check(key, parse_value(text, defaults[key]), defaults)
+        settings[key] = check(key, parse_value(text, defaults.get(key)), defaults)
     return settings
 
 
@@ -113,10 +111,12 @@ def resolve(defaults, argv):
 # uses only UserError from this file, starts without loading torch (2 s here).
 
 def pick_device(name):
-    """'auto' is cuda, then mps, then cpu; any other name ('cpu', 'cuda:1', 'mps') is kept if it exists here."""
+    """'auto' is cuda, then mps, then cpu; another name ('cpu', 'cuda:1', 'mps') if it exists."""
     import torch
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
     missing_cuda = name.startswith("cuda") and not torch.cuda.is_available()
     missing_mps = name == "mps" and not torch.backends.mps.is_available()
     if missing_cuda or missing_mps:
@@ -133,9 +133,12 @@ def pick_dtype(name, device):
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     device_type = device.split(":")[0]
     if name == "auto":
-        gpu_dtype = "bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float16"
-        name = gpu_dtype if device_type == "cuda" else "float32"
+        if device_type == "cuda":
+            name = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            name = "float32"
     if name not in dtypes:
         raise UserError(f"dtype must be 'auto' or one of {', '.join(dtypes)}, not {name!r}")
     dtype = dtypes[name]
-    return name, dtype, nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
+    autocast = nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
+    return name, dtype, autocast

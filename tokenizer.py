@@ -95,3 +95,8 @@ def load_tokenizer(directory, info):
 def make_encoding(info, ranks):
     """A tiktoken Encoding from a meta.json 'tokenizer' entry and its ranks {token bytes: rank}."""
     return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=ranks, special_tokens={EOT: info["eot_id"]})
+
+
+def load_encoding(ckpt):
+    """The tiktoken Encoding a checkpoint was trained with (checkpoint.tokenizer_state stored it)."""
+    return make_encoding(ckpt["tokenizer"]["info"], parse_ranks(ckpt["tokenizer"]["ranks"].encode()))

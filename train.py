@@ -85,8 +85,9 @@ seed = 1337
 nonfinite = "stop"  # a non-finite training loss: 'stop' with an error, or 'skip' the update
 peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (none on CPU)
 # -----------------------------------------------------------------------------
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_") and type(v) in (int, float, bool, str)}
-MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")  # V comes from the data
+DEFAULTS = {k: v for k, v in globals().items()
+            if not k.startswith("_") and type(v) in (int, float, bool, str)}
+MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")  # V: from the data
 GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
                  "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s
 
@@ -154,7 +155,8 @@ def start_run_dir(out, iter_num, record):
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "config.json", json.dumps(record, indent=2))
     except OSError as e:
-        raise UserError(f"cannot write to out_dir {out}: {e.strerror}; choose a writable --out_dir") from None
+        raise UserError(f"cannot write to out_dir {out}: {e.strerror}; "
+                        f"choose a writable --out_dir") from None
     log_path = out / "log.jsonl"
     if log_path.exists():
         # keep what was logged up to the checkpoint; the resumed run evaluates iter_num again
@@ -173,14 +175,15 @@ def require_finite_val(val_loss, iter_num):
 def skip_nonfinite(policy, loss, iter_num, log):
     """A step whose loss is not finite: stop with an error, or log that its update was skipped."""
     if policy == "stop":
-        raise UserError(f"training loss is {loss} at step {iter_num}; stopped before updating the weights, "
-                        f"the last checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
+        raise UserError(f"training loss is {loss} at step {iter_num}; stopped before updating the "
+                        f"weights, the last checkpoint is untouched; lower learning_rate, or resume "
+                        f"with --nonfinite=skip")
     log({"iter": iter_num + 1, "skipped": f"non-finite loss {loss}"},
         f"step {iter_num}: skipped, the training loss is {loss}")
 
 
 def rank_checksums(model, world):
-    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal, a desync would show."""
+    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
     flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
     checksum = torch.stack([flat.sum(), (flat * flat).sum()])  # (2,)
     gathered = [torch.zeros_like(checksum) for _ in range(world)]
@@ -233,34 +236,42 @@ def train(settings):
     if s.init_from == "resume":
         ckpt = resume_from(s, out, meta)
         model = build_model(ckpt)
-        iter_num, best_val_loss, elapsed = ckpt["iter_num"], ckpt["best_val_loss"], ckpt["elapsed_s"]
+        iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
+        elapsed = ckpt["elapsed_s"]
     else:
         torch.manual_seed(s.seed)  # the same initial weights on every rank
-        model = GPT(GPTConfig(vocab_size=meta["vocab_size"], **{k: getattr(s, k) for k in MODEL_KEYS}))
+        config = GPTConfig(vocab_size=meta["vocab_size"], **{k: getattr(s, k) for k in MODEL_KEYS})
+        model = GPT(config)
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
     model.to(s.device)
-    optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type)
+    betas = (s.beta1, s.beta2)
+    optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, betas, device_type)
     if s.init_from == "resume":
         optimizer.load_state_dict(ckpt["optimizer"])
         del ckpt
-    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)  # bf16 needs no scaling
+    # fp16 needs its gradients scaled against underflow; bf16 and fp32 do not
+    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
     raw_model = model  # what checkpoints save: never the compiled or DDP wrapper
     if s.compile:
         model = torch.compile(model)
     if ddp:
-        model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None)
+        device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
+        model = DDP(model, device_ids=device_ids)
 
     # ---- the run directory: resolved settings, tokenizer, log ----
     counts = raw_model.param_counts()
     tokens_per_iter = s.gradient_accumulation_steps * s.batch_size * s.block_size
     if master:
-        start_run_dir(out, iter_num, {"settings": vars(s), "model": model_state(raw_model)["model_config"],
-                                      "data": meta, "world_size": world, "params": counts})
+        model_config = model_state(raw_model)["model_config"]
+        start_run_dir(out, iter_num, {"settings": vars(s), "model": model_config, "data": meta,
+                                      "world_size": world, "params": counts})
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body "
-              f"{counts['body']:,}, head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
+              f"{counts['body']:,}, head {counts['head']:,}); "
+              f"fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
     tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])
-    progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step", file=sys.stdout)
+    progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step",
+                    file=sys.stdout)
 
     def log(record, line=None):
         """Append record to log.jsonl and print line; rank 0 only."""
@@ -304,8 +315,8 @@ def train(settings):
             require_finite_val(losses["val"], iter_num)
             bpb = bits_per_byte(losses["val"], val["tokens"], val["bytes"])
             ppl = math.exp(min(losses["val"], 50))
-            log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "val_ppl": ppl,
-                 "val_bpb": bpb, "elapsed_s": time.time() - started},
+            log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
+                 "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started},
                 f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                 f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
             improved = losses["val"] < best_val_loss
@@ -314,17 +325,19 @@ def train(settings):
             worth_saving = improved or s.always_save_checkpoint or iter_num == s.max_iters
             if master and is_training_run and worth_saving:
                 save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
-                                 "settings": vars(s), "iter_num": iter_num, "best_val_loss": best_val_loss,
-                                 "elapsed_s": time.time() - started, "tokenizer": tokenizer}, out)
+                                 "settings": vars(s), "iter_num": iter_num,
+                                 "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
+                                 "tokenizer": tokenizer}, out)
             t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
         if iter_num >= s.max_iters or s.eval_only:
             break
 
-        # forward and backward over accum micro-batches; the gradient is all-reduced once, at the last
-        torch.manual_seed(seed_of(s.seed, "dropout", rank, iter_num))  # dropout masks: a function of the step
+        # forward and backward over accum micro-batches; gradients are all-reduced once, at the last
+        torch.manual_seed(seed_of(s.seed, "dropout", rank, iter_num))  # dropout: a function of the step
         loss_sum = torch.zeros((), device=s.device)
         for micro in range(accum):
-            x, y = batch("train", iter_num, rank * accum + micro)  # N ranks see one process's global batch
+            # numbered across ranks, so N ranks see the same global batch as one process
+            x, y = batch("train", iter_num, rank * accum + micro)
             sync = nullcontext() if not ddp or micro == accum - 1 else model.no_sync()
             with sync, autocast:
                 _, loss = model(x, y)
@@ -332,7 +345,7 @@ def train(settings):
             loss_sum += loss.detach()
         if ddp:
             dist.all_reduce(loss_sum)  # every rank takes the same decision below
-        if torch.isfinite(loss_sum):  # one sync per step: a poisoned update must never reach the weights
+        if torch.isfinite(loss_sum):  # one sync per step: a poisoned update never reaches the weights
             if s.grad_clip:
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
@@ -345,12 +358,12 @@ def train(settings):
         progress.update()
 
         if iter_num % s.log_interval == 0:
-            lossf = loss_sum.item() / s.gradient_accumulation_steps  # mean over micro-batches and ranks
+            lossf = loss_sum.item() / s.gradient_accumulation_steps  # mean of micro-batches and ranks
             dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
             t0, t0_iter = time.time(), iter_num
             mfu = flops_per_iter / dt / (peak * world) if peak else None
-            log({"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt, "tok_s": tokens_per_iter / dt,
-                 "mfu": mfu},
+            log({"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
+                 "tok_s": tokens_per_iter / dt, "mfu": mfu},
                 f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, "
                 f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else ""))
     progress.close()

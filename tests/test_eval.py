@@ -17,11 +17,12 @@ import torch.nn as nn
 import eval as evaluate
 import prepare
 import train
-from checkpoint import build_model, load_checkpoint, load_encoding
+from checkpoint import build_model, load_checkpoint
 from conftest import TINY
 from probes import bucket_losses, misspell, typo_metrics, typo_pairs
 from settings import UserError, resolve
 from tasks import TASKS, load_docs
+from tokenizer import load_encoding
 
 ROWS = {  # one or two rows per task in the hub's schema
     "hellaswag": [
