@@ -41,10 +41,10 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
     compare.main(argv)
     results = json.loads((tmp_path / "results" / "tiny.json").read_text())
     assert "| binary | 2 |" in (tmp_path / "results" / "tiny.md").read_text() and set(results["summary"]) == {"learned", "binary", "affine"}
-    for input, runs in results["runs"].items():
+    for kind, runs in results["runs"].items():
         assert len(runs) == 2 and all(r["tokens"] == 4 * 2 * 8 * 32 for r in runs)
         losses = [r["val_loss"] for r in runs]
-        assert results["summary"][input]["val_loss"] == pytest.approx(sum(losses) / 2)
+        assert results["summary"][kind]["val_loss"] == pytest.approx(sum(losses) / 2)
     assert results["runs"]["learned"][0]["input_params"] == 300 * 32 and results["runs"]["affine"][1]["input_params"] == 0
     affine = [json.loads((tmp_path / "runs" / f"affine-seed{k}" / "config.json").read_text()) for k in (0, 1)]
     assert [a["model"]["code_seed"] for a in affine] == [0, 1]  # each seed draws its own A and b

@@ -19,6 +19,7 @@ import prepare
 import train
 from checkpoint import build_model, load_checkpoint
 from conftest import TINY
+from dataset import bits_per_byte
 from probes import bucket_losses, misspell, typo_metrics, typo_pairs
 from settings import UserError, resolve
 from tasks import TASKS, load_docs
@@ -216,7 +217,8 @@ def test_pairs_are_encoded_as_the_harness_does(run):
 def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
     ckpt = load_checkpoint(run)
     model, enc = build_model(ckpt).eval(), load_encoding(ckpt)
-    ids = np.array(enc.encode_ordinary("The crown of the king is gold, and the queen's horse is grey too.\n" * 12))
+    line = enc.encode_ordinary("The crown of the king is gold, and the queen's horse is grey too.\n")
+    ids = np.array((line + [enc.eot_token]) * 12)  # twelve documents
     targets, losses = evaluate.token_losses(model, ids, None, 2, torch.autocast("cpu", enabled=False))
     assert targets.tolist() == ids[1:].tolist()
     total = 0.0
@@ -226,8 +228,9 @@ def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
             total += model(x[:, :y.size(1)], y)[1].item() * y.size(1)
     assert losses.sum() == pytest.approx(total, rel=1e-5)
     val = evaluate.run_val(targets, losses, enc, "text")
-    text_bytes = len(enc.decode_bytes(ids[1:].tolist()))
-    assert val["bpb"] == pytest.approx(losses.sum() / math.log(2) / text_bytes)
+    text_bytes = len(enc.decode_bytes([t for t in ids[1:].tolist() if t != enc.eot_token]))
+    assert val["bpb"] == pytest.approx(losses.sum() / math.log(2) / text_bytes)  # end of text counted, 0 bytes
+    assert val["bpb"] == pytest.approx(bits_per_byte(losses.mean(), len(targets), text_bytes))  # train.py's
     assert val["ppl"] == pytest.approx(math.exp(losses.mean()))
 
 

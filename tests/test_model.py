@@ -7,22 +7,20 @@ import torch
 from torch.nn import functional as F
 
 from conftest import reference_codebook, reference_lift
-from model import GPT, GPTConfig, apply_rotary
-
-INPUTS = ["learned", "binary", "affine"]
+from model import GPT, INPUTS, GPTConfig, apply_rotary
 
 
-def tiny(input, **kw):
+def tiny(kind, **kw):
     torch.manual_seed(0)
     config = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, input=input)
     return GPT(GPTConfig(**{**config, **kw}))
 
 
 def test_fixed_inputs_equal_the_lifted_codebook():
-    for input in ("binary", "affine"):
+    for kind in ("binary", "affine"):
         for lift in ("tile", "interleave"):
-            model = tiny(input, lift=lift, n_embd=40)
-            A, b = (model.wte.A, model.wte.b) if input == "affine" else (None, None)
+            model = tiny(kind, lift=lift, n_embd=40)
+            A, b = (model.wte.A, model.wte.b) if kind == "affine" else (None, None)
             lifted = reference_codebook(50, A, b).float() @ reference_lift(6, 40, lift).T  # (V, n_embd) = R c
             idx = torch.randint(0, 50, (3, 16))
             assert torch.equal(model.wte(idx), lifted[idx])
@@ -30,9 +28,9 @@ def test_fixed_inputs_equal_the_lifted_codebook():
     assert set(pm1.wte(torch.arange(50)[None]).unique().tolist()) == {-1.0, 1.0}
 
 
-@pytest.mark.parametrize("input", ["binary", "affine"])
-def test_fixed_inputs_have_no_parameters_and_get_no_gradient(input):
-    model = tiny(input)
+@pytest.mark.parametrize("kind", ["binary", "affine"])
+def test_fixed_inputs_have_no_parameters_and_get_no_gradient(kind):
+    model = tiny(kind)
     assert list(model.wte.parameters()) == []
     idx = torch.randint(0, 50, (2, 16))
     _, loss = model(idx, idx)
@@ -52,9 +50,9 @@ def test_affine_code_is_saved_with_the_model():
     assert torch.equal(model.wte(idx), other.wte(idx))
 
 
-@pytest.mark.parametrize("input", INPUTS)
-def test_each_variant_overfits_one_batch(input):
-    model = tiny(input)
+@pytest.mark.parametrize("kind", INPUTS)
+def test_each_variant_overfits_one_batch(kind):
+    model = tiny(kind)
     idx = torch.randint(0, 50, (4, 16), generator=torch.Generator().manual_seed(1))
     x, y = idx[:, :-1], idx[:, 1:]
     opt = model.configure_optimizers(0.0, 3e-3, (0.9, 0.95), "cpu")
@@ -63,13 +61,13 @@ def test_each_variant_overfits_one_batch(input):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert loss.item() < 0.05, f"{input} reached only {loss.item():.3f}"
+    assert loss.item() < 0.05, f"{kind} reached only {loss.item():.3f}"
 
 
 def test_learned_minus_fixed_is_exactly_the_table():
     shape = dict(vocab_size=65536, n_embd=1024, n_layer=32, n_head=32, block_size=1024)
     with torch.device("meta"):  # no memory, no init cost
-        counts = {input: GPT(GPTConfig(input=input, **shape)).param_counts() for input in INPUTS}
+        counts = {kind: GPT(GPTConfig(input=kind, **shape)).param_counts() for kind in INPUTS}
     assert counts["learned"]["trainable"] - counts["binary"]["trainable"] == 65536 * 1024 == 67_108_864
     assert counts["affine"]["trainable"] == counts["binary"]["trainable"]
     assert counts["learned"]["input"] == 67_108_864 and counts["affine"]["input_fixed"] == 16 * 16 + 16
@@ -77,9 +75,9 @@ def test_learned_minus_fixed_is_exactly_the_table():
     assert counts["binary"]["body"] == 32 * (12 * 1024 ** 2 + 2 * 1024) + 1024  # blocks + ln_f, no bias
 
 
-@pytest.mark.parametrize("input", INPUTS)
-def test_out_of_range_ids_are_refused(input):
-    model = tiny(input)
+@pytest.mark.parametrize("kind", INPUTS)
+def test_out_of_range_ids_are_refused(kind):
+    model = tiny(kind)
     for bad in (50, 63, 64, -1):  # 50..63 fit in K=6 bits but are not tokens; 64 would alias 0
         with pytest.raises(ValueError, match=f"token id {bad} is outside the vocabulary"):
             model(torch.tensor([[1, bad]]))
@@ -124,9 +122,9 @@ def test_rotary_scores_depend_only_on_relative_position():
     assert not torch.allclose(score(5, 2), score(5, 3), atol=1e-3)
 
 
-@pytest.mark.parametrize("input", INPUTS)
-def test_kv_cache_generation_equals_full_recompute(input):
-    model = tiny(input).eval()
+@pytest.mark.parametrize("kind", INPUTS)
+def test_kv_cache_generation_equals_full_recompute(kind):
+    model = tiny(kind).eval()
     prompt = torch.randint(0, 50, (3, 5), generator=torch.Generator().manual_seed(2))
     cached = torch.cat(list(model.generate(prompt, 11, temperature=0)), dim=1)
     full = torch.cat(list(model.generate(prompt, 11, temperature=0, use_cache=False)), dim=1)

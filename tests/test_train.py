@@ -14,7 +14,7 @@ import sample
 import train
 from checkpoint import build_model, load_checkpoint
 from conftest import TINY
-from model import GPT, GPTConfig
+from model import GPT, INPUTS, GPTConfig
 from settings import UserError, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,15 +28,15 @@ def weights(out_dir):
     return load_checkpoint(out_dir)["model"]
 
 
-@pytest.mark.parametrize("input", ["learned", "binary", "affine"])
-def test_a_few_steps_lower_the_loss(data_dir, tmp_path, input):
-    log = run(data_dir, tmp_path, f"--input={input}", "--max_iters=25", "--lr_decay_iters=25", "--eval_interval=25")
+@pytest.mark.parametrize("kind", INPUTS)
+def test_a_few_steps_lower_the_loss(data_dir, tmp_path, kind):
+    log = run(data_dir, tmp_path, f"--input={kind}", "--max_iters=25", "--lr_decay_iters=25", "--eval_interval=25")
     evals = [r for r in log if "val_loss" in r]
     assert [r["iter"] for r in evals] == [0, 25]
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0, evals
     assert evals[-1]["val_bpb"] > 0 and [r["iter"] for r in log if "loss" in r] == list(range(1, 26))
     config = json.loads((tmp_path / "config.json").read_text())
-    assert config["model"]["input"] == input and config["params"]["input"] == (300 * 32 if input == "learned" else 0)
+    assert config["model"]["input"] == kind and config["params"]["input"] == (300 * 32 if kind == "learned" else 0)
     assert (config["settings"]["device"], config["settings"]["dtype"]) == ("cpu", "float32")  # "auto" resolved
 
 
@@ -106,6 +106,11 @@ def test_missing_data_and_checkpoint_are_one_line_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         sample.main(["--ckpt", str(tmp_path)])
     assert "no checkpoint at" in str(exit.value)
+
+
+def test_model_settings_are_gptconfigs_fields():
+    assert set(train.MODEL_KEYS) == {f for f in GPTConfig.__dataclass_fields__ if f != "vocab_size"}
+    assert "rope_base" in train.MODEL_KEYS and all(k in train.DEFAULTS for k in train.MODEL_KEYS)
 
 
 def test_paper_configs_differ_only_in_the_input():
