@@ -38,7 +38,7 @@ import torch
 import prepare
 from corpus import fetch_source
 from model import INPUTS, GPT, GPTConfig, make_input
-from settings import UserError, pick_device, pick_dtype
+from settings import ArgumentParser, pick_device, pick_dtype, user_errors
 from tokenizer import load_tokenizer
 from train import peak_flops_of
 
@@ -350,8 +350,8 @@ SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, 
             "prepare": bench_prepare}
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv):
+    p = ArgumentParser(prog="bench.py", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
@@ -361,11 +361,14 @@ def main(argv=None):
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:
         p.error(f"unknown section(s) {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
-    try:
-        args.device = pick_device(args.device)
-    except UserError as e:
-        p.error(str(e))
+    args.device = pick_device(args.device)
     args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
+    return args
+
+
+def main(argv=None):
+    with user_errors("bench.py"):
+        args = parse_args(argv)
     info = machine()
     command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else argv)])
     report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "

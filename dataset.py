@@ -17,50 +17,66 @@ from settings import UserError
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
 
+# the command that makes each dataset a config names (prepare.py --help has the rest)
+PREPARE = {
+    "shakespeare": "python prepare.py",
+    "shakespeare-plays": "python prepare.py --dataset shakespeare-plays",
+    "fineweb-edu": "python prepare.py --dataset fineweb-edu --vocab_size 65536 --max_tokens 17.5e9 "
+                   "--val_fraction 0.0005 --workers 16",
+}
+
+
+def prepare_command(directory):
+    """How to (re)make the dataset in directory, e.g. 'python prepare.py' for data/shakespeare."""
+    directory = Path(directory)
+    command = PREPARE.get(directory.name, f"python prepare.py --input FILES --name {directory.name}")
+    return command + ("" if directory.parent == Path("data") else f" --out_dir {directory.parent}")
+
+
 def read_meta(directory):
     """meta.json of a prepared dataset, checked for the fields training needs."""
     path = Path(directory) / "meta.json"
     if not path.exists():
-        raise UserError(f"{path} not found; run `python prepare.py` "
-                        f"(or prepare.py --name {Path(directory).name} ...) first")
+        raise UserError(f"{path} not found; prepare the data first: {prepare_command(directory)}")
     try:
         meta = json.loads(path.read_text())
         vocab_size, dtype = meta["vocab_size"], np.dtype(meta["dtype"])
         meta["splits"]["train"]["files"], meta["splits"]["val"]["bytes"]
+        if dtype.name not in ("uint16", "uint32") or not isinstance(vocab_size, int):
+            raise ValueError(f"ids of type {dtype.name}")
     except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); "
-                        f"re-run prepare.py --force") from None
+        raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); prepare the "
+                        f"data again: {prepare_command(directory)} --force") from None
     if vocab_size > np.iinfo(dtype).max + 1:
         raise UserError(f"{path} says vocab_size {vocab_size} but dtype {dtype.name} holds ids "
-                        f"below {np.iinfo(dtype).max + 1}; "
-                        f"re-run prepare.py --force")
+                        f"below {np.iinfo(dtype).max + 1}; prepare the data again: "
+                        f"{prepare_command(directory)} --force")
     return meta
 
 
 def open_split(directory, meta, split):
     """The split's token shards as read-only memmaps, checked against meta.json."""
     directory, dtype = Path(directory), np.dtype(meta["dtype"])
+    again = f"prepare the data again: {prepare_command(directory)} --force"
     shards = []
     for name in meta["splits"][split]["files"]:
         path = directory / name
         if not path.exists():
-            raise UserError(f"{path} is missing; re-run prepare.py --force for {directory}")
+            raise UserError(f"{path} is missing; {again}")
         if path.stat().st_size % dtype.itemsize:
             raise UserError(f"{path} is {path.stat().st_size} bytes, not a whole number of "
-                            f"{dtype.name} ids; "
-                            f"it is truncated, re-run prepare.py --force")
+                            f"{dtype.name} ids; it is truncated or of another type, {again}")
         shards.append(np.memmap(path, dtype=dtype, mode="r"))
-    if sum(len(s) for s in shards) != meta["splits"][split]["tokens"]:
-        raise UserError(f"{directory}/{split} bins hold {sum(len(s) for s in shards):,} tokens "
-                        f"but meta.json says "
-                        f"{meta['splits'][split]['tokens']:,}; re-run prepare.py --force")
+    tokens = sum(len(s) for s in shards)
+    if tokens != meta["splits"][split]["tokens"]:
+        raise UserError(f"{directory}/{split} bins hold {tokens:,} {dtype.name} ids but meta.json "
+                        f"says {meta['splits'][split]['tokens']:,}; {again}")
     for shard, name in zip(shards, meta["splits"][split]["files"]):
         for start in range(0, len(shard), SCAN_TOKENS):
             high = int(shard[start:start + SCAN_TOKENS].max())
             if high >= meta["vocab_size"]:
                 raise UserError(f"{directory / name} holds token id {high} but the vocabulary "
-                                f"has {meta['vocab_size']}; "
-                                f"the bins do not match meta.json, re-run prepare.py --force")
+                                f"has {meta['vocab_size']}; the bins do not match meta.json, {again}")
     return shards
 
 

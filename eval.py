@@ -16,9 +16,9 @@ its standard error, sample std / sqrt(n) (the harness's mean_stderr). Prompt for
 The table goes to stdout, progress to stderr, everything to a JSON file (--out).
 """
 
-import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,10 +27,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checkpoint import build_model, find_checkpoint, load_checkpoint, write_atomic
+from checkpoint import build_model, find_checkpoint, load_checkpoint
 from dataset import SCAN_TOKENS, bits_per_byte, open_split, read_meta
 from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
-from settings import UserError, pick_device, pick_dtype, user_errors
+from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors, write_atomic
 from tasks import TASKS, default_data, load_docs
 from tokenizer import load_encoding
 
@@ -38,7 +38,7 @@ TEXT_TASKS = ("val", "rare_tokens", "typos")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="eval.py", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory (out/<run>) or a .pt file")
     p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*TEXT_TASKS, *TASKS])}")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents (windows, pairs) of each task")
@@ -55,8 +55,9 @@ def parse_args(argv=None):
     unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *TASKS)]
     if unknown:
         p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *TASKS])}")
-    if args.batch_size < 1 or (args.limit is not None and args.limit < 1):
-        p.error("--batch_size and --limit must be at least 1")
+    require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
+    require(args.limit is None or args.limit >= 1, "--limit", args.limit, "at least 1")
+    require(args.typo_pairs >= 1, "--typo_pairs", args.typo_pairs, "at least 1")
     args.command = " ".join(["python eval.py", *(sys.argv[1:] if argv is None else argv)])
     return args
 
@@ -253,9 +254,18 @@ def table(results):
     return lines
 
 
+def writable_output(out):
+    """Refuse an output path that cannot be written before any scoring, not after it."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write the results to {out}; give --out a file in a writable folder")
+    return out
+
+
 def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
+    out = writable_output(Path(args.out) if args.out else path.parent / "eval.json")
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt)
@@ -284,7 +294,6 @@ def evaluate(args):
     report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],
               "command": args.command, "device": device,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
-    out = Path(args.out) if args.out else path.parent / "eval.json"
     write_atomic(out, json.dumps(report, indent=2))
     print("\n".join(table(results)))
     print(f"wrote {out}", file=sys.stderr)

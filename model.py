@@ -199,6 +199,14 @@ class GPTConfig:
     def __post_init__(self):
         if self.input not in INPUTS:
             raise ValueError(f"unknown input {self.input!r}; choose one of {INPUTS}")
+        for key in ("block_size", "n_layer", "n_head", "n_embd"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be at least 1, not {getattr(self, key)}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
+        if self.rope_base <= 0 or self.code_seed < 0:
+            raise ValueError(f"rope_base must be above 0 and code_seed at least 0, "
+                             f"not {self.rope_base} and {self.code_seed}")
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads "
                              f"of even size (rotary)")
@@ -279,19 +287,24 @@ class GPT(nn.Module):
                  generator=None):
         """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
 
-        temperature 0 is greedy. With the cache, each step runs only the newest token; when
-        the window is full the cache restarts from the last block_size // 2 tokens. Without
-        it, each step recomputes the last block_size tokens (the reference path).
+        temperature 0 is greedy. The context of each prediction is a window of at most
+        block_size tokens, idx[:, start:]; when a new token would overflow it, the window
+        restarts from the last block_size // 2 tokens. With the cache each step runs only the
+        newest token through the model (the whole window at a restart); without it each step
+        recomputes the whole window (the reference path). Both see the same windows, so they
+        choose the same tokens, before and after the window first fills.
         """
         block_size = self.config.block_size
+        start = max(0, idx.size(1) - block_size)  # where the context window begins
         cache = None
         for _ in range(max_new_tokens):
+            if idx.size(1) - start > block_size:  # the window is full: restart it
+                start, cache = idx.size(1) - block_size // 2, None
             if not use_cache:
-                logits, _ = self(idx[:, -block_size:])
-            elif cache is None or cache[0].pos == block_size:
-                keep = block_size if cache is None else block_size // 2
+                logits, _ = self(idx[:, start:])
+            elif cache is None:
                 cache = self.new_cache()
-                logits, _ = self(idx[:, -keep:], cache=cache)
+                logits, _ = self(idx[:, start:], cache=cache)
             else:
                 logits, _ = self(idx[:, -1:], cache=cache)
             logits = logits[:, -1, :].float()  # (B, V)

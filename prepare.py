@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from corpus import HUB, fetch_source, input_paths, open_corpus
-from settings import UserError, user_errors
+from settings import ArgumentParser, UserError, fsync_directory, require, user_errors, write_atomic
 from tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
@@ -90,14 +90,19 @@ class ShardWriter:
 
     def _next_shard(self):
         if self.handle:
-            self.handle.close()
+            self._close()
         self.files.append(f"{self.split}-{len(self.files):05d}.bin")
         self.handle = open(self.directory / (self.files[-1] + ".tmp"), "wb")
         self.in_shard = 0
 
+    def _close(self):
+        self.handle.flush()
+        os.fsync(self.handle.fileno())  # on disk before meta.json can vouch for it
+        self.handle.close()
+
     def finish(self):
         """Close, then rename the .tmp shards; a split in one shard is simply <split>.bin."""
-        self.handle.close()
+        self._close()
         if len(self.files) == 1:
             os.replace(self.directory / (self.files[0] + ".tmp"), self.directory / f"{self.split}.bin")
             self.files = [f"{self.split}.bin"]
@@ -137,6 +142,16 @@ def build_tokenizer(args, stream, directory):
     return info, ranks
 
 
+def read_old_meta(path):
+    """The meta.json of an earlier preparation, or {} if there is none or it is unreadable
+    (then the directory is simply prepared again)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return old if isinstance(old, dict) else {}
+
+
 def prepare(args):
     """Run the whole preparation; returns the meta dict (also written to meta.json)."""
     name = args.name or (Path(args.input[0]).stem if args.input else args.dataset.replace(",", "+"))
@@ -145,7 +160,7 @@ def prepare(args):
     # local inputs are also identified by size and modification time, so edits trigger a rebuild
     settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in (input_paths(args.input) if args.input else [])]
     meta_path = directory / "meta.json"
-    old = json.loads(meta_path.read_text()) if meta_path.exists() and not args.force else {}
+    old = read_old_meta(meta_path) if not args.force else {}
     if old.get("settings") == settings:
         print(f"{directory} is up to date (use --force to rebuild)")
         return old
@@ -195,9 +210,8 @@ def prepare(args):
     meta = {"source": source, "text_sha256": digest.hexdigest(), "tokenizer": info,
             "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name, "splits": splits,
             "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S")}
-    tmp = meta_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2))
-    os.replace(tmp, meta_path)  # the directory is finished only now
+    fsync_directory(directory)  # the shards' renames are on disk before meta.json is
+    write_atomic(meta_path, json.dumps(meta, indent=2))  # the directory is finished only now
     for split, s in splits.items():
         print(f"{split}: {s['tokens']:,} tokens from {s['bytes']:,} bytes of text in {', '.join(s['files'])}")
     print(f"wrote {directory}")
@@ -205,7 +219,8 @@ def prepare(args):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = ArgumentParser(prog="prepare.py", description=__doc__.split("\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", default="shakespeare",
                    help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
     p.add_argument("--input", nargs="+", help="local text files or globs (each file a document), or .jsonl files")
@@ -222,7 +237,14 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=1, help="encoding processes (use more for large corpora)")
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    require(args.vocab_size >= 257, "--vocab_size", args.vocab_size, "at least 257 (256 bytes + end of text)")
+    require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")
+    require(0 < args.val_fraction < 1, "--val_fraction", args.val_fraction, "between 0 and 1")
+    require(args.max_tokens > 0, "--max_tokens", args.max_tokens, "above 0")
+    require(args.shard_tokens >= 1, "--shard_tokens", args.shard_tokens, "at least 1")
+    require(args.workers >= 1, "--workers", args.workers, "at least 1")
+    return args
 
 
 def main(argv=None):

@@ -14,23 +14,30 @@ import sys
 import torch
 
 from checkpoint import build_model, load_checkpoint
-from settings import UserError, pick_device, pick_dtype, user_errors
+from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors
 from tokenizer import load_encoding
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = ArgumentParser(prog="sample.py", description=__doc__.split("\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
-    p.add_argument("--start", default="\n", help="prompt text")
-    p.add_argument("--start_file", help="read the prompt from this file instead")
+    p.add_argument("--start", default="\n", help="prompt text ('<|endoftext|>' begins a new document)")
+    p.add_argument("--start_file", help="read the prompt from this UTF-8 file instead")
     p.add_argument("--num_samples", type=int, default=2)
     p.add_argument("--max_new_tokens", type=int, default=300)
     p.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
     p.add_argument("--top_k", type=int, default=200, help="sample from the k likeliest tokens; 0 for all")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
-    p.add_argument("--no_cache", action="store_true", help="recompute the whole context every token (slow reference)")
-    return p.parse_args(argv)
+    p.add_argument("--no_cache", action="store_true",
+                   help="recompute the whole context window every token (the slow reference path)")
+    args = p.parse_args(argv)
+    require(args.num_samples >= 1, "--num_samples", args.num_samples, "at least 1")
+    require(args.max_new_tokens >= 1, "--max_new_tokens", args.max_new_tokens, "at least 1")
+    require(args.temperature >= 0, "--temperature", args.temperature, "at least 0 (0 is greedy)")
+    require(args.top_k >= 0, "--top_k", args.top_k, "at least 0 (0 keeps every token)")
+    return args
 
 
 def read_prompt(path):
@@ -39,7 +46,8 @@ def read_prompt(path):
     except OSError as e:
         raise UserError(f"cannot read --start_file {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
-        raise UserError(f"--start_file {path} is not UTF-8 text (near byte {e.start}); convert it first") from None
+        raise UserError(f"--start_file {path} is not UTF-8 text (near byte {e.start}); "
+                        f"convert it first") from None
 
 
 def sample(args, out=sys.stdout):
@@ -50,7 +58,13 @@ def sample(args, out=sys.stdout):
     enc = load_encoding(ckpt)
     del ckpt
     prompt = read_prompt(args.start_file) if args.start_file else args.start
-    ids = enc.encode(prompt, allowed_special="all") or [enc.eot_token]  # an empty prompt starts a new document
+    ids = enc.encode(prompt, allowed_special="all")
+    if not ids:
+        raise UserError("the prompt is empty; give --start TEXT, or --start '<|endoftext|>' "
+                        "to begin a new document")
+    if len(ids) > model.config.block_size:
+        raise UserError(f"the prompt is {len(ids):,} tokens but the model sees at most "
+                        f"block_size={model.config.block_size}; shorten it")
     autocast = pick_dtype("auto", device)[2]
     generator = torch.Generator(device).manual_seed(args.seed)
     samples = []

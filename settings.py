@@ -1,5 +1,6 @@
-"""Run settings from config files and the command line, the device and dtype rules, and the one
-kind of user error every script reports.
+"""How the scripts talk to the user and the disk: run settings from config files and the
+command line, the device and dtype rules, the one kind of user error every script reports, and
+atomic file writes (so that no error, crash or full disk ever leaves half a file).
 
     python train.py config/shakespeare.py --input=affine --max_iters 500
 
@@ -11,10 +12,15 @@ have the type of its default (an int is accepted for a float); an unknown key is
 suggests the nearest key.
 """
 
+import argparse
 import ast
 import difflib
+import io
+import os
 import sys
-from contextlib import contextmanager, nullcontext
+import tokenize
+from contextlib import contextmanager, nullcontext, suppress
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -26,11 +32,72 @@ class UserError(Exception):
 
 @contextmanager
 def user_errors(script):
-    """Turn a UserError raised inside the block into the script's one-line error and exit 1."""
+    """Turn a UserError raised inside the block into the script's one-line error and exit 1.
+
+    Under torchrun every rank meets the same error; only rank 0 prints it."""
     try:
         yield
     except UserError as e:
-        sys.exit(f"{script}: error: {e}")
+        sys.exit(f"{script}: error: {e}" if os.environ.get("RANK", "0") == "0" else 1)
+
+
+def write_atomic(path, contents):
+    """Replace path with contents (str, bytes, or a function that writes to a binary file) so
+    that a reader or a crash sees the old file or the whole new one, never half of it.
+
+    The new bytes are fsynced before the rename and the rename before returning; if anything
+    fails (a full disk, a read-only directory) the temporary file goes and the old file stays."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            if callable(contents):
+                contents(f)
+            else:
+                f.write(contents.encode("utf-8") if isinstance(contents, str) else contents)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the file
+        os.replace(tmp, path)
+        fsync_directory(path.parent)  # and the rename itself survives a crash
+    except Exception as e:
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        error = e if isinstance(e, OSError) else e.__context__  # torch.save wraps a failed write
+        if not isinstance(error, OSError):
+            raise
+        raise UserError(f"cannot write {path} ({error.strerror}); the previous version is intact: "
+                        f"free some disk space or choose another directory, then run again") from None
+
+
+def fsync_directory(directory):
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def append_line(path, line):
+    """Append one line to a text file (a log), as one write."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except OSError as e:
+        raise UserError(f"cannot append to {path} ({e.strerror}); free some disk space, "
+                        f"then resume the run") from None
+
+
+def require(ok, name, value, rule):
+    """The one-line error `name must be rule, not value` unless ok: every range check uses it."""
+    if not ok:
+        raise UserError(f"{name} must be {rule}, not {value!r}")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are UserErrors: one line, no usage block (which --help prints)."""
+
+    def error(self, message):
+        raise UserError(f"{message} (see {self.prog} --help)")
 
 
 def check(key, value, defaults):
@@ -47,7 +114,7 @@ def check(key, value, defaults):
     return value
 
 
-def read_config_file(path, settings, defaults):
+def read_config_file(path, settings, defaults, given=None):
     """Apply a config file's `name = literal` lines to settings (a dict, updated in place)."""
     try:
         tree = ast.parse(open(path).read(), filename=path)
@@ -72,6 +139,8 @@ def read_config_file(path, settings, defaults):
             settings[key] = check(key, value, defaults)
         except UserError as e:
             raise UserError(f"{path}: {e}") from None
+        if given is not None:
+            given.add(key)
 
 
 def parse_value(text, default):
@@ -86,8 +155,11 @@ def parse_value(text, default):
         return text  # not a literal: check() reports it with the expected type
 
 
-def resolve(defaults, argv):
-    """The settings dict: defaults, then each config file and --key=value / --key value in order."""
+def resolve(defaults, argv, given=None):
+    """The settings dict: defaults, then each config file and --key=value / --key value in order.
+
+    The keys that a config file or the command line set are added to the set `given`, if one
+    is passed (train.py uses them to tell a setting asked for from a default)."""
     settings = dict(defaults)
     args = list(argv)
     while args:
@@ -96,7 +168,7 @@ def resolve(defaults, argv):
             if not arg.endswith(".py"):
                 raise UserError(f"unexpected argument {arg!r}; give config files (*.py) "
                                 f"and --key=value")
-            read_config_file(arg, settings, defaults)
+            read_config_file(arg, settings, defaults, given)
             continue
         key, has_value, text = arg[2:].partition("=")
         if not has_value:
@@ -104,7 +176,29 @@ def resolve(defaults, argv):
                 raise UserError(f"--{key} needs a value: --{key}=VALUE or --{key} VALUE")
             text = args.pop(0)
         settings[key] = check(key, parse_value(text, defaults.get(key)), defaults)
+        if given is not None:
+            given.add(key)
     return settings
+
+
+def settings_help(script, defaults):
+    """--help for a script whose settings are commented assignments at its top (train.py).
+
+    Each line is read from the script's own source, `--key=default  comment`, so the comments
+    there are the only copy of what each setting means; comment lines between them are headings."""
+    source = Path(script).read_text()
+    comments = {t.start[0]: t.string.lstrip("#").strip() for t in
+                tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT}
+    assigned = {node.lineno: node.targets[0].id for node in ast.parse(source).body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in defaults}
+    lines = []
+    for number in range(min(assigned), max(assigned) + 1):
+        if number in assigned:
+            key = assigned[number]
+            lines.append((f"  --{key}={defaults[key]!r}".ljust(33) + " " + comments.get(number, "")).rstrip())
+        elif number in comments and not comments[number].startswith("---"):
+            lines.append(comments[number])
+    return "\n".join(lines)
 
 
 # The device and dtype rules need torch; it is imported inside them so that prepare.py, which

@@ -23,7 +23,7 @@ import os
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,18 +32,19 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (build_model, load_checkpoint, model_state, read_log, save_checkpoint,
-                        tokenizer_state, write_atomic)
+from checkpoint import build_model, load_checkpoint, model_state, read_log, save_checkpoint, tokenizer_state
 from dataset import bits_per_byte, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
-from settings import UserError, pick_device, pick_dtype, resolve, user_errors
+from settings import (UserError, append_line, pick_device, pick_dtype, require, resolve, settings_help,
+                      user_errors, write_atomic)
 
 # -----------------------------------------------------------------------------
 # I/O
 out_dir = "out"  # run directory: ckpt.pt, config.json, log.jsonl
-data_dir = "data"
+data_dir = "data"  # where prepare.py wrote the datasets
 dataset = "fineweb-edu"  # data/<dataset>/ as written by prepare.py
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+overwrite = False  # let a new run (init_from='scratch') replace the run already in out_dir
 eval_interval = 1000  # steps between evaluations (and checkpoints)
 eval_iters = 100  # batches per split per evaluation
 log_interval = 10  # steps between log lines
@@ -59,7 +60,7 @@ n_layer = 32  # the papers'
 n_head = 32  # our choice (head size 32); the papers do not give it
 n_embd = 1024  # the papers' d_model
 block_size = 1024  # context length; our choice, as nanoGPT
-dropout = 0.0
+dropout = 0.0  # after the input and in every block; our choice: none at this scale
 bias = False  # our choice, as nanoGPT's faster setting
 rope_base = 10000.0  # rotary base, as RoFormer
 # batch (our choice, following GPT-3's ~0.5M tokens per step):
@@ -67,21 +68,21 @@ rope_base = 10000.0  # rotary base, as RoFormer
 gradient_accumulation_steps = 32  # over all ranks; each of N ranks does 1/N of them
 batch_size = 16  # sequences per micro-batch per rank
 # AdamW with linear warmup then cosine decay to min_lr (our choice, following nanoGPT / GPT-3)
-learning_rate = 3e-4
+learning_rate = 3e-4  # the peak, reached after warmup
 max_iters = 32_425  # 17.0B tokens at 524,288 tokens per step: the papers' ~17B
-weight_decay = 0.1
-beta1 = 0.9
+weight_decay = 0.1  # on matrices only
+beta1 = 0.9  # AdamW's betas
 beta2 = 0.95
 grad_clip = 1.0  # 0 disables clipping
-decay_lr = True
-warmup_iters = 1000
+decay_lr = True  # False keeps learning_rate constant
+warmup_iters = 1000  # steps of linear warmup
 lr_decay_iters = 32_425  # usually max_iters
 min_lr = 3e-5  # usually learning_rate / 10
 # system
 device = "auto"  # 'auto' picks cuda, then mps, then cpu; or e.g. 'cuda:1'
 dtype = "auto"  # 'auto': bfloat16 on GPUs that support it (float16 otherwise), float32 elsewhere
 compile = True  # torch.compile the model
-seed = 1337
+seed = 1337  # initial weights, batches and dropout all follow from it
 nonfinite = "stop"  # a non-finite training loss: 'stop' with an error, or 'skip' the update
 peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (none on CPU)
 # -----------------------------------------------------------------------------
@@ -92,18 +93,34 @@ GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
                  "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s
 
 
+# the lowest value each numeric run setting may take (GPTConfig checks the model's own)
+AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "batch_size",
+                             "gradient_accumulation_steps"), 1),
+            **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
+                             "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops"), 0)}
+CHOICES = {"init_from": ("scratch", "resume"), "nonfinite": ("stop", "skip")}
+FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
+
+
 def check_settings(settings):
     """The settings dict as a namespace (s.batch_size), after checking every value's range."""
     s = SimpleNamespace(**settings)
-    for key in ("eval_interval", "eval_iters", "log_interval", "batch_size", "block_size",
-                "gradient_accumulation_steps"):
-        if getattr(s, key) < 1:
-            raise UserError(f"{key} must be at least 1, not {getattr(s, key)}")
-    if s.nonfinite not in ("stop", "skip"):
-        raise UserError(f"nonfinite must be 'stop' or 'skip', not {s.nonfinite!r}")
-    if s.init_from not in ("scratch", "resume"):
-        raise UserError(f"init_from must be 'scratch' or 'resume', not {s.init_from!r}")
+    for key, low in AT_LEAST.items():
+        require(getattr(s, key) >= low, key, getattr(s, key), f"at least {low}")
+    for key in ("beta1", "beta2"):
+        require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
+    for key, choices in CHOICES.items():
+        require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
+    model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)
     return s
+
+
+def model_config(s, vocab_size):
+    """GPTConfig from the model settings; what it refuses is a one-line error."""
+    try:
+        return GPTConfig(vocab_size=vocab_size, **{key: getattr(s, key) for key in MODEL_KEYS})
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
 
 def seed_of(*keys):
@@ -131,32 +148,38 @@ def peak_flops_of(device_type, configured):
     return next((flops for key, flops in GPU_PEAK_BF16.items() if key in name), 0.0)
 
 
-def resume_from(s, out, meta):
-    """The checkpoint in out, after checking that it fits the settings and the data.
+def resume_from(s, given, out):
+    """The checkpoint in out, after checking that it fits the settings.
 
-    The checkpoint fixes the architecture: a model setting given that differs from it is an
-    error, and s takes the checkpoint's values for the rest."""
+    The checkpoint fixes the architecture, the dataset and the seed: one of them given (in
+    `given`, or every key when given is None) with another value is an error; the ones not
+    given take the checkpoint's values."""
     ckpt = load_checkpoint(out, "cpu")
-    for key in MODEL_KEYS:
-        trained, asked = ckpt["model_config"][key], getattr(s, key)
-        if asked != trained and asked != DEFAULTS[key]:
+    for key in FIXED_BY_CHECKPOINT:
+        trained, asked = {**ckpt["settings"], **ckpt["model_config"]}[key], getattr(s, key)
+        if asked != trained and (given is None or key in given):
             raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
-                            f"drop --{key} or use a new out_dir")
+                            f"drop --{key} or start a new run in another out_dir")
         setattr(s, key, trained)
-    if ckpt["model_config"]["vocab_size"] != meta["vocab_size"]:
-        raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
-                        f"{s.dataset} has {meta['vocab_size']}; resume on the same dataset")
     return ckpt
+
+
+def refuse_to_overwrite(s, out):
+    """A new run must not destroy the run already in out_dir unless overwrite is set."""
+    holds_a_run = (out / "ckpt.pt").exists() or (out / "log.jsonl").exists()
+    if s.init_from == "scratch" and holds_a_run and not s.overwrite:
+        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
+                        f"choose another --out_dir, or replace it with --overwrite=True")
 
 
 def start_run_dir(out, iter_num, record):
     """Write config.json and cut log.jsonl back to the step the run starts from."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "config.json", json.dumps(record, indent=2))
     except OSError as e:
         raise UserError(f"cannot write to out_dir {out}: {e.strerror}; "
                         f"choose a writable --out_dir") from None
+    write_atomic(out / "config.json", json.dumps(record, indent=2))
     log_path = out / "log.jsonl"
     if log_path.exists():
         # keep what was logged up to the checkpoint; the resumed run evaluates iter_num again
@@ -191,8 +214,11 @@ def rank_checksums(model, world):
     return [c.tolist() for c in gathered]
 
 
-def train(settings):
-    """Run the training the settings dict describes; return the trained (raw) model."""
+def train(settings, given=None):
+    """Run the training the settings dict describes; return the trained (raw) model.
+
+    given: the keys the user set (settings.resolve collects them); None counts every key as
+    set, as when compare.py or a test passes complete settings."""
     s = check_settings(settings)
 
     # ---- processes and devices: one process per device under torchrun ----
@@ -217,9 +243,16 @@ def train(settings):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
-    # ---- data: meta.json says the vocabulary, id type and bytes per token ----
+    # ---- the run directory, then the data: meta.json says the vocabulary, id type, bytes ----
+    out = Path(s.out_dir)
+    refuse_to_overwrite(s, out)
+    if s.init_from == "resume":
+        ckpt = resume_from(s, given, out)  # also sets the model settings, dataset and seed
     data = Path(s.data_dir) / s.dataset
     meta = read_meta(data)
+    if s.init_from == "resume" and ckpt["model_config"]["vocab_size"] != meta["vocab_size"]:
+        raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
+                        f"{data} has {meta['vocab_size']}; prepare the data again as the run had it")
     splits = {split: open_split(data, meta, split) for split in ("train", "val")}
     val = meta["splits"]["val"]
 
@@ -232,16 +265,13 @@ def train(settings):
         return x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
 
     # ---- model and optimizer, new or from out_dir/ckpt.pt ----
-    out = Path(s.out_dir)
     if s.init_from == "resume":
-        ckpt = resume_from(s, out, meta)
         model = build_model(ckpt)
         iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
         elapsed = ckpt["elapsed_s"]
     else:
         torch.manual_seed(s.seed)  # the same initial weights on every rank
-        config = GPTConfig(vocab_size=meta["vocab_size"], **{k: getattr(s, k) for k in MODEL_KEYS})
-        model = GPT(config)
+        model = GPT(model_config(s, meta["vocab_size"]))
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
     model.to(s.device)
     betas = (s.beta1, s.beta2)
@@ -262,9 +292,8 @@ def train(settings):
     counts = raw_model.param_counts()
     tokens_per_iter = s.gradient_accumulation_steps * s.batch_size * s.block_size
     if master:
-        model_config = model_state(raw_model)["model_config"]
-        start_run_dir(out, iter_num, {"settings": vars(s), "model": model_config, "data": meta,
-                                      "world_size": world, "params": counts})
+        start_run_dir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
+                                      "data": meta, "world_size": world, "params": counts})
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body "
               f"{counts['body']:,}, head {counts['head']:,}); "
               f"fixed input code {counts['input_fixed']:,} values")
@@ -276,26 +305,25 @@ def train(settings):
     def log(record, line=None):
         """Append record to log.jsonl and print line; rank 0 only."""
         if master:
-            with open(out / "log.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_line(out / "log.jsonl", json.dumps(record))
             if line:
                 progress.write(line)
 
     @torch.no_grad()
     def evaluate():
-        """Mean loss of eval_iters fixed batches per split, averaged over ranks."""
+        """Mean loss of eval_iters fixed batches per split: the same batches at every evaluation
+        and for any number of ranks (rank r scores batches r, r + world, ...)."""
         model.eval()
         result = {}
         for split in ("train", "val"):
             losses = torch.zeros(s.eval_iters, device=s.device)
-            for k in range(s.eval_iters):
-                x, y = batch(split, "eval", rank, k)  # the same batches at every evaluation
+            for k in range(rank, s.eval_iters, world):
+                x, y = batch(split, "eval", 0, k)  # the 0 keeps the seeds of earlier one-rank runs
                 with autocast:
                     losses[k] = model(x, y)[1]
-            loss = losses.mean()
             if ddp:
-                dist.all_reduce(loss, op=dist.ReduceOp.AVG)
-            result[split] = loss.item()
+                dist.all_reduce(losses)  # each batch's loss was filled in by exactly one rank
+            result[split] = losses.mean().item()
         model.train()
         return result
 
@@ -374,8 +402,15 @@ def train(settings):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        print(f"usage: python train.py [config/*.py ...] [--key=value ...]\n\n{__doc__.strip()}\n\n"
+              f"settings (default, meaning):\n{settings_help(__file__, DEFAULTS)}")
+        return
     with user_errors("train.py"):
-        train(resolve(DEFAULTS, sys.argv[1:] if argv is None else argv))
+        given = set()
+        settings = resolve(DEFAULTS, argv, given)
+        train(settings, given)
 
 
 if __name__ == "__main__":

@@ -319,5 +319,5 @@ def test_the_data_source_can_come_from_the_environment(monkeypatch):
     monkeypatch.delenv("TABLEFREE_EVAL_DATA")
     assert evaluate.parse_args(["--tasks", "piqa"]).data == "auto"
     assert evaluate.parse_args(["--tasks", "piqa", "--data", "hub"]).data == "hub"
-    with pytest.raises(SystemExit):
+    with pytest.raises(UserError, match="unknown task.s. mmlu; choose from val"):
         evaluate.parse_args(["--tasks", "piqa,mmlu"])

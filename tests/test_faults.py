@@ -9,6 +9,7 @@ Runs that are compared bit for bit all run as subprocesses, so they share the sa
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -44,12 +45,14 @@ train.main(sys.argv[1:])
 """
 
 
-def train_process(data_dir, out_dir, *extra, kill=None):
-    """train.py in a subprocess; kill = (module, function, condition on `calls` and `args`) to die at."""
+def train_process(data_dir, out_dir, *extra, kill=None, file_limit=None):
+    """train.py in a subprocess; kill = (module, function, condition on `calls` and `args`) to die at;
+    file_limit: the largest file in bytes it may write (`ulimit -f`), as on a nearly full disk."""
     argv = ["--data_dir", str(data_dir), f"--out_dir={out_dir}", *RUN, *extra]
     code = CHILD.format(module=kill[0], name=kill[1], condition=kill[2]) if kill else "import sys, train; train.main(sys.argv[1:])"
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))) if file_limit else None
     return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "2"})
+                          env={**os.environ, "OMP_NUM_THREADS": "2"}, preexec_fn=limit)
 
 
 def losses(out_dir):
@@ -71,7 +74,8 @@ def reference(data_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize("where, kill", [
-    ("writing the step-8 checkpoint", ("os", "fsync", "calls[0] == 3")),  # fsyncs 1-2: step 4; 3: step 8's file
+    # fsyncs 1-2: config.json and its folder, 3-4: the step-4 checkpoint, 5: step 8's file
+    ("writing the step-8 checkpoint", ("os", "fsync", "calls[0] == 5")),
     ("between steps 6 and 7", ("train", "lr_at", "args[0] == 6")),
     ("in the first step", ("train", "lr_at", "args[0] == 1")),
 ])
@@ -82,9 +86,31 @@ def test_kill_9_then_resume_matches_the_uninterrupted_run(data_dir, reference, t
         assert load_checkpoint(tmp_path)["iter_num"] == 4  # the last complete checkpoint, never a torn one
         resumed = train_process(data_dir, tmp_path, "--init_from=resume")
     else:  # killed before the first checkpoint: nothing to resume, start again
-        resumed = train_process(data_dir, tmp_path)
+        resumed = train_process(data_dir, tmp_path, "--overwrite=True")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert_same_run(reference, tmp_path)
+
+
+def test_a_full_disk_keeps_the_last_checkpoint_and_the_resumed_run_is_exact(data_dir, reference, tmp_path):
+    first = train_process(data_dir, tmp_path, "--max_iters=4")  # a good checkpoint at step 4
+    assert first.returncode == 0, first.stderr[-2000:]
+    size = (tmp_path / "ckpt.pt").stat().st_size
+    full = train_process(data_dir, tmp_path, "--init_from=resume", file_limit=size // 2)  # step 8's save fails
+    assert full.returncode == 1 and full.stderr.count("\n") == 1, full.stderr[-2000:]
+    assert "cannot write" in full.stderr and "ckpt.pt (File too large); the previous version is intact" in full.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt", "config.json", "log.jsonl"]  # no .tmp left
+    assert load_checkpoint(tmp_path)["iter_num"] == 4
+    resumed = train_process(data_dir, tmp_path, "--init_from=resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert_same_run(reference, tmp_path)
+
+
+def test_damaged_log_lines_are_dropped_with_a_warning_and_the_rest_kept(tmp_path, capsys):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"iter": 1, "loss": 5.0}\n{"iter": 2, "lo\n\xff\xfe garbage\n{"iter": 3, "loss": 4.0}\n[1, 2]\n'
+                     b'{"iter": 4, "loss": 3.5}')  # a torn line, bytes that are not UTF-8, JSON that is no record
+    assert [r["iter"] for r in read_log(path)] == [1, 3, 4]
+    assert capsys.readouterr().err.strip() == f"warning: {path}: dropped 3 unreadable line(s): 2, 3, 5"
 
 
 @pytest.mark.slow
@@ -94,7 +120,7 @@ def test_kill_9_at_random_moments(data_dir, reference, tmp_path):
     for trial in range(int(os.environ.get("KILL_TRIALS", "5"))):
         out = tmp_path / f"trial{trial}"
         while True:
-            resume = ["--init_from=resume"] if (out / "ckpt.pt").exists() else []
+            resume = ["--init_from=resume"] if (out / "ckpt.pt").exists() else ["--overwrite=True"]
             argv = ["--data_dir", str(data_dir), f"--out_dir={out}", *RUN, *resume]
             child = subprocess.Popen([sys.executable, "train.py", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "2"})
@@ -180,7 +206,7 @@ def test_bad_data_files_are_one_line_errors(dataset, tmp_path, capsys):
     train_bin.write_bytes(bad.tobytes())
     assert "holds token id 300 but the vocabulary has 300" in one_line_error(capsys, *args)
     train_bin.write_bytes(ids[:-2])
-    assert "tokens but meta.json says" in one_line_error(capsys, *args)
+    assert "uint16 ids but meta.json says" in one_line_error(capsys, *args)
     train_bin.write_bytes(ids)
 
     meta_path.write_text(json.dumps({**meta, "vocab_size": 70000}))
@@ -188,7 +214,7 @@ def test_bad_data_files_are_one_line_errors(dataset, tmp_path, capsys):
     meta_path.write_text(meta_path.read_text()[:50])
     assert "meta.json is corrupt" in one_line_error(capsys, *args)
     meta_path.unlink()
-    assert "meta.json not found; run `python prepare.py`" in one_line_error(capsys, *args)
+    assert "meta.json not found; prepare the data first: python prepare.py" in one_line_error(capsys, *args)
 
 
 def test_bad_checkpoints_and_settings_are_one_line_errors(data_dir, tmp_path, capsys):

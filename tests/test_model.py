@@ -12,7 +12,7 @@ from model import GPT, INPUTS, GPTConfig, apply_rotary
 
 def tiny(kind, **kw):
     torch.manual_seed(0)
-    config = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, input=input)
+    config = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, input=kind)
     return GPT(GPTConfig(**{**config, **kw}))
 
 
@@ -126,9 +126,16 @@ def test_rotary_scores_depend_only_on_relative_position():
 def test_kv_cache_generation_equals_full_recompute(kind):
     model = tiny(kind).eval()
     prompt = torch.randint(0, 50, (3, 5), generator=torch.Generator().manual_seed(2))
-    cached = torch.cat(list(model.generate(prompt, 11, temperature=0)), dim=1)
-    full = torch.cat(list(model.generate(prompt, 11, temperature=0, use_cache=False)), dim=1)
-    assert cached.shape == (3, 11) and torch.equal(cached, full)
+    cached = torch.cat(list(model.generate(prompt, 40, temperature=0)), dim=1)  # the window (16) fills twice
+    full = torch.cat(list(model.generate(prompt, 40, temperature=0, use_cache=False)), dim=1)
+    assert cached.shape == (3, 40) and torch.equal(cached, full)
+    seq, start = prompt, 0  # the documented windows, by hand: restart at the last 8 when 17 would be needed
+    for _ in range(40):
+        if seq.size(1) - start > 16:
+            start = seq.size(1) - 8
+        with torch.no_grad():
+            seq = torch.cat((seq, model(seq[:, start:])[0][:, -1].argmax(-1, keepdim=True)), dim=1)
+    assert torch.equal(seq[:, 5:], cached)
     # cached logits at every step equal the full forward's
     cache = model.new_cache()
     model(prompt, cache=cache)

@@ -2,6 +2,7 @@
 
 import json
 import random
+import tarfile
 import zlib
 
 import numpy as np
@@ -129,6 +130,13 @@ def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
     book.write_text("\n".join(make_docs(10, seed=1)))
     run(tmp_path, "--input", str(book), "--vocab_size", "260")
     assert "up to date" not in capsys.readouterr().out
+    meta = tmp_path / "data" / "book" / "meta.json"
+    good = meta.read_text()
+    for damaged in (good[:40], "[]", "\udcff"):  # torn, not an object, not UTF-8: prepared again, no traceback
+        meta.write_bytes(damaged.encode("utf-8", "surrogateescape"))
+        run(tmp_path, "--input", str(book), "--vocab_size", "260")
+        assert "up to date" not in capsys.readouterr().out and json.loads(meta.read_text()) == {
+            **json.loads(good), "created": json.loads(meta.read_text())["created"]}
 
 
 def test_interrupted_write_leaves_no_finished_output(tmp_path, corpus_files, monkeypatch):
@@ -181,3 +189,16 @@ def test_undecodable_and_empty_inputs(tmp_path):
 def test_id_dtype():
     assert prepare.id_dtype(65536) == np.uint16 and prepare.id_dtype(65537) == np.uint32
     assert prepare.id_dtype(2 ** 32) == np.uint32
+
+
+def test_a_package_with_the_wrong_hash_is_refused_before_its_code_runs(tmp_path):
+    """A source distribution whose setup.py would leave a marker: pip must refuse it on its hash."""
+    marker, package = tmp_path / "ran", tmp_path / "evilpkg-1.0"
+    package.mkdir()
+    (package / "setup.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n"
+                                      f"from setuptools import setup\nsetup(name='evilpkg', version='1.0')\n")
+    with tarfile.open(tmp_path / "evilpkg-1.0.tar.gz", "w:gz") as tar:
+        tar.add(package, arcname="evilpkg-1.0")
+    with pytest.raises(RuntimeError, match="Expected sha256 0{64} Got"):
+        corpus.read_from_package(f"evilpkg @ file://{tmp_path}/evilpkg-1.0.tar.gz", "0" * 64, "evilpkg-1.0/setup.py")
+    assert not marker.exists()

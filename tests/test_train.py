@@ -70,9 +70,23 @@ def test_torchrun_two_ranks_match_one_process(data_dir, tmp_path):
     log = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
     rank0, rank1 = log[-1]["rank_checksums"]
     assert rank0 == rank1  # both ranks hold identical weights
+    single_log = [json.loads(line) for line in (tmp_path / "single" / "log.jsonl").read_text().splitlines()]
+    evals = [[(r["train_loss"], r["val_loss"]) for r in lg if "val_loss" in r] for lg in (log, single_log)]
+    assert len(evals[0]) == 2 and evals[0][0] == evals[1][0]  # step 0: the same batches, the same weights
+    assert evals[0][1] == pytest.approx(evals[1][1], rel=1e-5)  # step 4: weights equal to float tolerance
     single, distributed = weights(tmp_path / "single"), weights(tmp_path / "ddp")
     for k in single:  # the same global batch: equal to float tolerance (all-reduce sums in another order)
         assert torch.allclose(single[k], distributed[k], atol=1e-5), k
+
+
+def test_torchrun_reports_a_bad_input_once(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29534",
+                           "train.py", "config/binary.py", f"--data_dir={tmp_path}", "--device=cpu", "--compile=False"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert done.stderr.count("train.py: error:") == 1, done.stderr[-3000:]
+    assert "prepare the data first: python prepare.py --dataset fineweb-edu --vocab_size 65536" in done.stderr
 
 
 def test_compiled_loss_equals_eager():
@@ -102,7 +116,7 @@ def test_checkpoint_from_train_loads_in_sample(data_dir, tmp_path):
 def test_missing_data_and_checkpoint_are_one_line_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         train.main(["--data_dir", str(tmp_path), "--dataset=nothing", "--device=cpu"])
-    assert "meta.json not found; run `python prepare.py`" in str(exit.value)
+    assert "meta.json not found; prepare the data first: python prepare.py" in str(exit.value)
     with pytest.raises(SystemExit) as exit:
         sample.main(["--ckpt", str(tmp_path)])
     assert "no checkpoint at" in str(exit.value)

@@ -1,0 +1,185 @@
+"""Every bad input is one line on stderr, a non-zero exit, and no changed file.
+
+    python -m pytest tests/test_bad_inputs.py
+
+Each case runs a script's main() in this process (torch is imported once, so ~50 cases take
+seconds); one case per script also runs as a real subprocess. A case passes when the script
+exits with a status other than 0, its message is one line naming the problem and the fix, nothing
+else reaches stderr, and no file under the data or run directories changed.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import compare
+import eval as evaluate
+import prepare
+import sample
+import train
+from conftest import TINY
+from settings import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "eval": evaluate, "compare": compare}
+
+
+class RunsCode:
+    """Unpickling this would run a shell command that leaves a marker file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.fixture(scope="module")
+def world(data_dir, tmp_path_factory):
+    """Data directories (one good, four broken) and run directories (one good, three bad)."""
+    root = tmp_path_factory.mktemp("world")
+    data = root / "data"
+    shutil.copytree(data_dir / "tiny", data / "tiny")
+    meta = json.loads((data / "tiny" / "meta.json").read_text())
+    ids = np.fromfile(data / "tiny" / "train.bin", dtype=np.uint16)
+
+    def broken(name, meta_text=None, train_bin=None):
+        shutil.copytree(data / "tiny", data / name)
+        if meta_text is not None:
+            (data / name / "meta.json").write_text(meta_text)
+        if train_bin is not None:
+            (data / name / "train.bin").write_bytes(train_bin)
+
+    broken("float", meta_text=json.dumps({**meta, "dtype": "float32"}))
+    broken("corrupt", meta_text=json.dumps(meta)[:60])
+    broken("wide", train_bin=ids.astype(np.uint32).tobytes())  # uint32 ids where meta.json says uint16
+    bad_ids = ids.copy()
+    bad_ids[100] = 300  # the vocabulary is 300 tokens: id 300 does not exist
+    broken("badid", train_bin=bad_ids.tobytes())
+
+    runs = root / "runs"
+    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data), "--dataset=tiny", f"--out_dir={runs / 'good'}",
+                                         *TINY, "--max_iters=2", "--eval_interval=2"]))
+    good = (runs / "good" / "ckpt.pt").read_bytes()
+    for name, contents in [("torn", good[: len(good) // 3]), ("evil", None), ("foreign", None)]:
+        (runs / name).mkdir()
+        if contents:
+            (runs / name / "ckpt.pt").write_bytes(contents)
+    torch.save({"model": RunsCode(root / "pwned"), "model_config": {}, "tokenizer": {}}, runs / "evil" / "ckpt.pt")
+    torch.save({"weights": torch.zeros(3)}, runs / "foreign" / "ckpt.pt")
+    (runs / "empty").mkdir()
+    (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
+    (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
+    return root
+
+
+def snapshot(root):
+    """(size, sha256) of every file under the data and run directories."""
+    return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+            for folder in ("data", "runs") for p in sorted((root / folder).rglob("*")) if p.is_file()}
+
+
+# (script, arguments with {data} {runs} {root} filled in, what the message must say)
+TRAIN = ["--data_dir={data}", "--dataset=tiny", "--out_dir={runs}/new", *TINY]
+RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "--device=cpu", "--compile=False"]
+CASES = [
+    ("prepare", ["--workers", "0"], "--workers must be at least 1, not 0"),
+    ("prepare", ["--val_fraction", "1.5"], "--val_fraction must be between 0 and 1"),
+    ("prepare", ["--vocab_size", "100"], "--vocab_size must be at least 257"),
+    ("prepare", ["--shard_tokens", "0"], "--shard_tokens must be at least 1"),
+    ("prepare", ["--max_tokens", "-5"], "--max_tokens must be above 0"),
+    ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),
+    ("prepare", ["--input", "{root}/missing/*.txt", "--out_dir", "{data}"], "matches no files"),
+    ("prepare", ["--colour", "blue"], "unrecognized arguments: --colour blue"),
+    ("train", [*TRAIN, "--n_head=3"], "must split into n_head=3 heads"),
+    ("train", [*TRAIN, "--n_embd=8"], "n_embd=8 is narrower than the 9-bit code"),
+    ("train", [*TRAIN, "--input=foo"], "unknown input 'foo'"),
+    ("train", [*TRAIN, "--dropout=1.5"], "dropout must be in [0, 1), not 1.5"),
+    ("train", [*TRAIN, "--grad_clip=-1"], "grad_clip must be at least 0, not -1.0"),
+    ("train", [*TRAIN, "--beta2=1.5"], "beta2 must be below 1, not 1.5"),
+    ("train", [*TRAIN, "--batch_size=0"], "batch_size must be at least 1, not 0"),
+    ("train", [*TRAIN, "--init_from=restart"], "init_from must be 'scratch' or 'resume'"),
+    ("train", [*TRAIN, "--learnig_rate=1e-3"], "unknown setting 'learnig_rate'; did you mean 'learning_rate'?"),
+    ("train", [*TRAIN, "--dtype=float64"], "dtype must be 'auto' or one of float32, bfloat16, float16"),
+    ("train", [*TRAIN, "--device=cuda:3"], "device 'cuda:3' is not available on this machine"),
+    ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
+    ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
+    ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
+    ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
+    ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),
+    ("train", [*RESUME, "--out_dir={runs}/evil"], "is not a loadable checkpoint"),
+    ("train", [*RESUME, "--out_dir={runs}/torn"], "corrupt, truncated or unsafe"),
+    ("train", [*RESUME, "--out_dir={runs}/foreign"], "is not a tablefree checkpoint"),
+    ("train", [*RESUME, "--out_dir={runs}/empty"], "no checkpoint at"),
+    ("train", [*TRAIN, "--dataset=float"], "meta.json is corrupt or from another tool (ValueError: ids of type float32)"),
+    ("train", [*TRAIN, "--dataset=corrupt"], "meta.json is corrupt or from another tool"),
+    ("train", [*TRAIN, "--dataset=wide"], "uint16 ids but meta.json says"),
+    ("train", [*TRAIN, "--dataset=badid"], "holds token id 300 but the vocabulary has 300"),
+    ("train", [*TRAIN, "--dataset=nothing"], "prepare the data first: python prepare.py --input FILES --name nothing"),
+    ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be at least 0"),
+    ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
+    ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
+    ("sample", ["--ckpt", "{runs}/good", "--start", ""], "the prompt is empty"),
+    ("sample", ["--ckpt", "{runs}/good", "--start", "The king is gold. " * 20], "but the model sees at most block_size=32"),
+    ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/latin1.txt"], "is not UTF-8 text (near byte 3)"),
+    ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/nothing.txt"], "cannot read --start_file"),
+    ("sample", ["--ckpt", "{runs}/evil"], "corrupt, truncated or unsafe"),
+    ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "corrupt, truncated or unsafe"),
+    ("sample", ["--ckpt", "{runs}/foreign"], "is not a tablefree checkpoint"),
+    ("eval", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "cannot write the results to"),
+    ("eval", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
+    ("eval", ["--ckpt", "{runs}/good", "--batch_size", "0"], "--batch_size must be at least 1"),
+    ("eval", ["--ckpt", "{runs}/empty"], "no checkpoint at"),
+    ("eval", ["--ckpt", "{runs}/good", "--tasks", "val", "--text", "{root}/latin1.txt", "--out", "{root}/e.json"],
+     "cannot read --text"),
+    ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
+    ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
+    ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),
+]
+
+
+@pytest.mark.parametrize("script, argv, message", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_bad_input_is_one_line_and_changes_nothing(world, script, argv, message, capsys):
+    argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+    before = snapshot(world)
+    with pytest.raises(SystemExit) as exit:
+        SCRIPTS[script].main(argv)
+    text = str(exit.value)
+    assert exit.value.code not in (0, None)
+    assert text.startswith(f"{script}.py: error: ") and "\n" not in text and message in text, text
+    assert capsys.readouterr().err == ""  # nothing else: no traceback, no usage block
+    assert snapshot(world) == before
+    assert not (world / "pwned").exists()
+
+
+def test_as_real_processes_one_line_on_stderr(world):
+    """One case per script through the command line, as a user meets them (and torchrun's ranks)."""
+    for script, argv, message in [CASES[0], CASES[8], CASES[33], CASES[43], CASES[48]]:
+        argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+        done = subprocess.run([sys.executable, f"{script}.py", *argv], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, "bench"])
+def test_every_script_answers_help(script, capsys):
+    module = SCRIPTS.get(script) or __import__(script)
+    for flag in ("--help", "-h"):
+        try:
+            module.main([flag])
+        except SystemExit as exit:  # argparse exits 0 after printing
+            assert exit.code == 0
+        printed = capsys.readouterr()
+        assert printed.out.startswith("usage:") and printed.err == ""
+    if script == "train":  # the settings, their defaults and the comments from the top of train.py
+        assert re.search(r"^  --grad_clip=1\.0 +0 disables clipping$", printed.out, re.MULTILINE)
+        assert all(f"--{key}=" in printed.out for key in train.DEFAULTS)
