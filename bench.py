@@ -38,9 +38,8 @@ import torch
 import prepare
 from corpus import fetch_source
 from model import INPUTS, GPT, GPTConfig, make_input
-from settings import ArgumentParser, pick_device, pick_dtype, user_errors
+from settings import ArgumentParser, peak_flops_of, pick_device, pick_dtype, user_errors
 from tokenizer import load_tokenizer
-from train import peak_flops_of
 
 
 def machine():

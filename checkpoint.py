@@ -45,6 +45,29 @@ def read_log(path):
     return records
 
 
+def refuse_to_overwrite(out):
+    """A new run must not destroy the run already in out (unless train.py's overwrite is set)."""
+    if (out / CKPT_NAME).exists() or (out / "log.jsonl").exists():
+        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
+                        f"choose another --out_dir, or replace it with --overwrite=True")
+
+
+def start_run_dir(out, iter_num, record):
+    """Write config.json and cut log.jsonl back to the step the run starts from."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write to out_dir {out}: {e.strerror}; "
+                        f"choose a writable --out_dir") from None
+    write_atomic(out / "config.json", json.dumps(record, indent=2))
+    log_path = out / "log.jsonl"
+    if log_path.exists():
+        # keep what was logged up to the checkpoint; the resumed run evaluates iter_num again
+        kept = [r for r in read_log(log_path)
+                if r["iter"] < iter_num or (r["iter"] == iter_num and "val_loss" not in r)]
+        write_atomic(log_path, "".join(json.dumps(r) + "\n" for r in kept))
+
+
 def find_checkpoint(path):
     """The checkpoint file for a run directory or a file path."""
     path = Path(path)

@@ -218,6 +218,19 @@ def pick_device(name):
     return name
 
 
+GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
+                 "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s
+
+
+def peak_flops_of(device_type, configured):
+    """One device's peak FLOP/s for MFU: the configured value, else the table above for known GPUs."""
+    import torch
+    if configured or device_type != "cuda":
+        return configured
+    name = torch.cuda.get_device_name()
+    return next((flops for key, flops in GPU_PEAK_BF16.items() if key in name), 0.0)
+
+
 def pick_dtype(name, device):
     """(resolved name, dtype, autocast context) for a dtype name on a device.
 

@@ -32,11 +32,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import build_model, load_checkpoint, model_state, read_log, save_checkpoint, tokenizer_state
+from checkpoint import (build_model, load_checkpoint, model_state, refuse_to_overwrite, save_checkpoint,
+                        start_run_dir, tokenizer_state)
 from dataset import bits_per_byte, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
-from settings import (UserError, append_line, pick_device, pick_dtype, require, resolve, settings_help,
-                      user_errors, write_atomic)
+from settings import (UserError, append_line, peak_flops_of, pick_device, pick_dtype, require, resolve,
+                      settings_help, user_errors)
 
 # -----------------------------------------------------------------------------
 # I/O
@@ -89,8 +90,6 @@ peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (non
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith("_") and type(v) in (int, float, bool, str)}
 MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")  # V: from the data
-GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
-                 "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s
 
 
 # the lowest value each numeric run setting may take (GPTConfig checks the model's own)
@@ -140,14 +139,6 @@ def lr_at(it, s):
     return s.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (s.learning_rate - s.min_lr)
 
 
-def peak_flops_of(device_type, configured):
-    """One device's peak FLOP/s for MFU: the setting, else the table above for known GPUs."""
-    if configured or device_type != "cuda":
-        return configured
-    name = torch.cuda.get_device_name()
-    return next((flops for key, flops in GPU_PEAK_BF16.items() if key in name), 0.0)
-
-
 def resume_from(s, given, out):
     """The checkpoint in out, after checking that it fits the settings.
 
@@ -155,37 +146,18 @@ def resume_from(s, given, out):
     `given`, or every key when given is None) with another value is an error; the ones not
     given take the checkpoint's values."""
     ckpt = load_checkpoint(out, "cpu")
+    missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
+    if missing:
+        raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
+                        f"evaluated but not resumed; start a new run in another out_dir")
+    recorded = {**ckpt["settings"], **ckpt["model_config"]}
     for key in FIXED_BY_CHECKPOINT:
-        trained, asked = {**ckpt["settings"], **ckpt["model_config"]}[key], getattr(s, key)
+        trained, asked = recorded[key], getattr(s, key)
         if asked != trained and (given is None or key in given):
             raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
                             f"drop --{key} or start a new run in another out_dir")
         setattr(s, key, trained)
     return ckpt
-
-
-def refuse_to_overwrite(s, out):
-    """A new run must not destroy the run already in out_dir unless overwrite is set."""
-    holds_a_run = (out / "ckpt.pt").exists() or (out / "log.jsonl").exists()
-    if s.init_from == "scratch" and holds_a_run and not s.overwrite:
-        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
-                        f"choose another --out_dir, or replace it with --overwrite=True")
-
-
-def start_run_dir(out, iter_num, record):
-    """Write config.json and cut log.jsonl back to the step the run starts from."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot write to out_dir {out}: {e.strerror}; "
-                        f"choose a writable --out_dir") from None
-    write_atomic(out / "config.json", json.dumps(record, indent=2))
-    log_path = out / "log.jsonl"
-    if log_path.exists():
-        # keep what was logged up to the checkpoint; the resumed run evaluates iter_num again
-        kept = [r for r in read_log(log_path)
-                if r["iter"] < iter_num or (r["iter"] == iter_num and "val_loss" not in r)]
-        write_atomic(log_path, "".join(json.dumps(r) + "\n" for r in kept))
 
 
 def require_finite_val(val_loss, iter_num):
@@ -245,7 +217,8 @@ def train(settings, given=None):
 
     # ---- the run directory, then the data: meta.json says the vocabulary, id type, bytes ----
     out = Path(s.out_dir)
-    refuse_to_overwrite(s, out)
+    if s.init_from == "scratch" and not s.overwrite:
+        refuse_to_overwrite(out)
     if s.init_from == "resume":
         ckpt = resume_from(s, given, out)  # also sets the model settings, dataset and seed
     data = Path(s.data_dir) / s.dataset
