@@ -23,7 +23,7 @@ import train
 from bench import machine
 from checkpoint import read_log
 from model import INPUTS
-from settings import ArgumentParser, require, resolve, user_errors, write_atomic
+from settings import ArgumentParser, UserError, require, resolve, user_errors, write_atomic
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
 
@@ -172,13 +172,16 @@ def main(argv=None):
         name = args.name or args.preset or "compare"
         base = resolve(train.DEFAULTS, ([PRESETS[args.preset]] if args.preset else []) + rest)
         train.check_settings(base)  # a bad setting is refused before the first run, not after some
+        results = Path(args.results_dir)
+        try:  # and an unwritable results folder too
+            results.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot write to --results_dir {results}: {e.strerror}") from None
         runs = run_all(base, kinds, args.seeds, Path(args.runs_dir or f"out-compare/{name}"), master)
         if not master:
             return
         summary, info = summarize(runs), machine()
         command = " ".join(["python compare.py", *argv])
-        results = Path(args.results_dir)
-        results.mkdir(parents=True, exist_ok=True)
         table = report(name, command, info, summary)
         write_atomic(results / f"{name}.md", table)
         write_atomic(results / f"{name}.json", json.dumps({"command": command, "machine": info, "settings": base,

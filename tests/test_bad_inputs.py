@@ -148,6 +148,8 @@ CASES = [
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),
+    ("compare", ["--runs_dir", "{runs}/cmp", "--results_dir", "{root}/latin1.txt/results", *TRAIN[:2]],
+     "cannot write to --results_dir"),
 ]
 
 
