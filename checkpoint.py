@@ -108,7 +108,10 @@ def build_model(ckpt):
 
 def tokenizer_state(info, rank_file):
     """What a checkpoint stores to decode its tokens: the meta.json entry and the rank file text."""
-    return {"info": info, "ranks": Path(rank_file).read_text()}
+    try:
+        return {"info": info, "ranks": Path(rank_file).read_text()}
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read the tokenizer file {rank_file} ({e}); prepare the data again") from None
 
 
 def model_state(model):

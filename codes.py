@@ -11,6 +11,13 @@ Scale" (A. Bochkov, 2026), feed the Transformer that address instead of a learne
     lift:    x(t)  = R c(t)                    R = [I_K; I_K; ...], n_embd x K, no parameters
 
 (The papers write these formulas in their method section without equation numbers.)
+
+Kronecker Embeddings (2026, arXiv:2605.29459; reference package `kronecker-embeddings` 0.1.1)
+code each token by its bytes b_1 .. b_L instead of its id, eq. 1 of the paper:
+
+    kappa(t) = z( vec( sum_p e_{b_p} (x) e_p ) / sqrt(L) )   a 256 x pos_dim 0/1 grid, D = 256 pos_dim
+
+and learn one projection D -> n_embd; z() is a per-token z-normalisation.
 Everything here is a pure function of its arguments: no I/O, no globals, and tensors stay on
 the device of the ids they were computed from. Bit order throughout is most significant bit
 first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1].
@@ -123,3 +130,63 @@ def code_values(code: torch.Tensor, values: str = "01") -> torch.Tensor:
         return 2.0 * code.float() - 1.0
     raise ValueError(f"unknown code values {values!r}; choose '01' or 'pm1'")
 
+
+
+def utf8_safe_truncate(data: bytes, max_bytes: int) -> bytes:
+    """At most max_bytes of data, never cutting a UTF-8 character in two (as the reference).
+
+    Longer data is cut at the longest of max_bytes .. max_bytes - 3 bytes that decodes as UTF-8;
+    if none does (data that is not UTF-8 there, e.g. part of a character), the result is empty."""
+    if len(data) <= max_bytes:
+        return data
+    for end in range(max_bytes, max(max_bytes - 4, -1), -1):
+        try:
+            data[:end].decode("utf-8")
+            return data[:end]
+        except UnicodeDecodeError:
+            continue
+    return b""
+
+
+def byte_buffer(vocab: list[bytes], pos_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every token's bytes, truncated to pos_dim: uint8 (V, pos_dim) zero-padded, and int64 (V,) lengths.
+
+    vocab[t] is token t's raw bytes (a token may hold part of a UTF-8 character: never decode
+    it to text, which would map different tokens to the same U+FFFD)."""
+    kept = [utf8_safe_truncate(token, pos_dim) for token in vocab]
+    buffer = torch.zeros(len(vocab), pos_dim, dtype=torch.uint8)
+    for t, token in enumerate(kept):
+        buffer[t, :len(token)] = torch.tensor(list(token), dtype=torch.uint8)
+    return buffer, torch.tensor([len(token) for token in kept], dtype=torch.long)
+
+
+def kronecker_code(token_bytes: torch.Tensor, lengths: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """kappa: the plain definition, one dense D = 256 * pos_dim row per token (for tests and reference).
+
+    token_bytes: uint8 (..., pos_dim), lengths: int (...,). Cell byte * pos_dim + p is 1/sqrt(L)
+    for each p < L (byte-major, as the reference), then the row is z-normalised with the
+    Bessel-corrected std plus eps. Returns float32 (..., D)."""
+    pos_dim = token_bytes.size(-1)
+    positions = torch.arange(pos_dim, device=token_bytes.device)  # (pos_dim,)
+    hot = positions < lengths.unsqueeze(-1)  # (..., pos_dim)
+    cells = token_bytes.long() * pos_dim + positions  # (..., pos_dim) flat index of (byte, position)
+    scale = lengths.clamp(min=1).float().rsqrt().unsqueeze(-1)  # (..., 1)
+    code = torch.zeros(*token_bytes.shape[:-1], 256 * pos_dim, device=token_bytes.device)
+    code.scatter_add_(-1, cells, hot.float() * scale)  # distinct positions never share a cell
+    mean = code.mean(dim=-1, keepdim=True)
+    return (code - mean) / ((code - mean).std(dim=-1, keepdim=True) + eps)
+
+
+def kronecker_values(lengths: torch.Tensor, pos_dim: int, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two values a z-normalised code takes: on its L hot cells and on the other D - L.
+
+    Before normalisation a code holds s = 1/sqrt(L) on L cells and 0 elsewhere, so its mean is
+    m = L s / D and its Bessel variance is (L (s - m)^2 + (D - L) m^2) / (D - 1). Returns float32
+    (hot, cold) of the shape of lengths: hot = (s - m) / (std + eps), cold = -m / (std + eps);
+    both 0 for an empty token (L = 0), whose code is all zeros."""
+    D = 256 * pos_dim
+    L = lengths.float()
+    s = L.clamp(min=1).rsqrt()
+    m = L * s / D
+    std = ((L * (s - m) ** 2 + (D - L) * m ** 2) / (D - 1)).sqrt() + eps
+    return (s - m) / std * (L > 0), -m / std

@@ -122,7 +122,7 @@ def plot(runs, path):
         print("matplotlib is not installed: no plot (pip install matplotlib)")
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for color, (kind, rs) in zip(("tab:blue", "tab:orange", "tab:green"), runs.items()):
+    for color, (kind, rs) in zip(("tab:blue", "tab:orange", "tab:green", "tab:red"), runs.items()):
         for k, r in enumerate(rs):
             steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
             ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)

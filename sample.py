@@ -55,7 +55,7 @@ def sample(args, out=sys.stdout):
     device = pick_device(args.device)
     ckpt = load_checkpoint(args.ckpt, "cpu")
     model = build_model(ckpt).to(device).eval()
-    enc = load_encoding(ckpt)
+    enc = load_encoding(ckpt["tokenizer"])
     del ckpt
     prompt = read_prompt(args.start_file) if args.start_file else args.start
     ids = enc.encode(prompt, allowed_special="all")

@@ -97,6 +97,18 @@ def make_encoding(info, ranks):
     return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=ranks, special_tokens={EOT: info["eot_id"]})
 
 
-def load_encoding(ckpt):
-    """The tiktoken Encoding a checkpoint was trained with (checkpoint.tokenizer_state stored it)."""
-    return make_encoding(ckpt["tokenizer"]["info"], parse_ranks(ckpt["tokenizer"]["ranks"].encode()))
+def load_encoding(state):
+    """The tiktoken Encoding a checkpoint's tokenizer entry describes (checkpoint.tokenizer_state)."""
+    return make_encoding(state["info"], parse_ranks(state["ranks"].encode()))
+
+
+def vocab_bytes(enc, vocab_size):
+    """Every token's raw bytes, [bytes of id 0, ..., id V - 1]; b"" for an id that is no token.
+
+    Raw, not decoded: a byte-level token can hold part of a UTF-8 character."""
+    def token(t):
+        try:
+            return enc.decode_single_token_bytes(t)
+        except KeyError:
+            return b""
+    return [token(t) for t in range(vocab_size)]

@@ -38,6 +38,7 @@ from dataset import bits_per_byte, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
 from settings import (UserError, append_line, peak_flops_of, pick_device, pick_dtype, require, resolve,
                       settings_help, user_errors)
+from tokenizer import load_encoding, vocab_bytes
 
 # -----------------------------------------------------------------------------
 # I/O
@@ -52,7 +53,7 @@ log_interval = 10  # steps between log lines
 eval_only = False  # evaluate once and exit
 always_save_checkpoint = True  # save at every evaluation, not only when val loss improves
 # model (GPTConfig's fields): the input interface is the one thing the papers vary
-input = "binary"  # 'learned', 'binary' or 'affine'
+input = "binary"  # 'learned', 'binary', 'affine' or 'kronecker'
 code_seed = 0  # draws A and b for 'affine'
 lift = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
 code_values = "01"  # '01' (the papers': bits, unscaled) or 'pm1'
@@ -64,6 +65,7 @@ block_size = 1024  # context length; our choice, as nanoGPT
 dropout = 0.0  # after the input and in every block; our choice: none at this scale
 bias = False  # our choice, as nanoGPT's faster setting
 rope_base = 10000.0  # rotary base, as RoFormer
+pos_dim = 16  # 'kronecker': bytes kept per token (the Kronecker paper's runs)
 # batch (our choice, following GPT-3's ~0.5M tokens per step):
 # tokens per step = gradient_accumulation_steps * batch_size * block_size = 524,288
 gradient_accumulation_steps = 32  # over all ranks; each of N ranks does 1/N of them
@@ -227,6 +229,7 @@ def train(settings, given=None):
         raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
                         f"{data} has {meta['vocab_size']}; prepare the data again as the run had it")
     splits = {split: open_split(data, meta, split) for split in ("train", "val")}
+    tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])  # saved in checkpoints
     val = meta["splits"]["val"]
 
     def batch(split, *keys):
@@ -244,7 +247,8 @@ def train(settings, given=None):
         elapsed = ckpt["elapsed_s"]
     else:
         torch.manual_seed(s.seed)  # the same initial weights on every rank
-        model = GPT(model_config(s, meta["vocab_size"]))
+        vocab = vocab_bytes(load_encoding(tokenizer), meta["vocab_size"])  # what 'kronecker' codes
+        model = GPT(model_config(s, meta["vocab_size"]), vocab)
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
     model.to(s.device)
     betas = (s.beta1, s.beta2)
@@ -271,7 +275,6 @@ def train(settings, given=None):
               f"{counts['body']:,}, head {counts['head']:,}); "
               f"fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
-    tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])
     progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step",
                     file=sys.stdout)
 

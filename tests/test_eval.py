@@ -207,7 +207,7 @@ def test_batched_scoring_matches_one_request_at_a_time(run):
 
 
 def test_pairs_are_encoded_as_the_harness_does(run):
-    enc = load_encoding(load_checkpoint(run))
+    enc = load_encoding(load_checkpoint(run)["tokenizer"])
     context, continuation = evaluate.encode_pair(enc, "The king ", "is gold")
     assert (context, continuation) == evaluate.encode_pair(enc, "The king", " is gold")  # the space moves over
     assert enc.decode(context) == "The king" and enc.decode(continuation) == " is gold"
@@ -216,7 +216,7 @@ def test_pairs_are_encoded_as_the_harness_does(run):
 
 def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
     ckpt = load_checkpoint(run)
-    model, enc = build_model(ckpt).eval(), load_encoding(ckpt)
+    model, enc = build_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
     line = enc.encode_ordinary("The crown of the king is gold, and the queen's horse is grey too.\n")
     ids = np.array((line + [enc.eot_token]) * 12)  # twelve documents
     targets, losses = evaluate.token_losses(model, ids, None, 2, torch.autocast("cpu", enabled=False))
@@ -287,7 +287,7 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     held_out.write_text("The sword of the queen is bright.\n" * 20)
     evaluate.main(["--ckpt", str(run), "--tasks", "val", "--text", str(held_out), "--out", str(tmp_path / "text.json")])
     val = json.loads((tmp_path / "text.json").read_text())["results"]["val"]
-    assert val["source"] == str(held_out) and val["n"] == len(load_encoding(load_checkpoint(run)).encode_ordinary(held_out.read_text())) - 1
+    assert val["source"] == str(held_out) and val["n"] == len(load_encoding(load_checkpoint(run)["tokenizer"]).encode_ordinary(held_out.read_text())) - 1
     text = tmp_path / "other.txt"
     text.write_text("Some other text, tokenized another way.\n" * 50)
     prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "other", "--out_dir", str(tmp_path), "--vocab_size", "260",

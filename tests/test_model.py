@@ -10,10 +10,13 @@ from conftest import reference_codebook, reference_lift
 from model import GPT, INPUTS, GPTConfig, apply_rotary
 
 
+VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(50)]  # a, b, ..., z, aa, bb, ...: 50 tokens
+
+
 def tiny(kind, **kw):
     torch.manual_seed(0)
     config = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, input=kind)
-    return GPT(GPTConfig(**{**config, **kw}))
+    return GPT(GPTConfig(**{**config, **kw}), VOCAB)
 
 
 def test_fixed_inputs_equal_the_lifted_codebook():
