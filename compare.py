@@ -1,7 +1,8 @@
-"""Does removing the trainable input table hurt? Train learned, binary and affine inputs over
-several seeds, everything else equal, and write the table: results/<name>.md, .json and .png.
+"""Does removing the trainable input table hurt? Train every input (learned, binary, affine,
+kronecker) over several seeds, everything else equal, score each run's spelling and echo probes
+(eval.py), and write the table: results/<name>.md, .json and .png.
 
-    python prepare.py --dataset shakespeare-plays && python compare.py --preset cpu   # ~1 h, 2 cores
+    python prepare.py --dataset shakespeare-plays && python compare.py --preset cpu   # ~75 min, 2 cores
     torchrun --nproc_per_node=8 compare.py --preset gpu                              # the papers' table
     python compare.py config/my.py --name mine --seeds 5 --max_iters=2000            # any config
 
@@ -10,6 +11,8 @@ Every run is train.train() (the same code as train.py) with the preset's setting
 and b: the table doubles as the papers' robustness check on the code assignment. A run whose
 log already holds its final evaluation is not redone; an interrupted one resumes from its
 checkpoint, so interrupting compare.py and starting it again loses at most one eval interval.
+The Kronecker input replaces the table with a learned projection, so its trainable input
+parameters are not zero: the table's "input params" column says how many.
 """
 
 import json
@@ -19,6 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import eval as evaluate
 import train
 from bench import machine
 from checkpoint import read_log
@@ -26,6 +30,7 @@ from model import INPUTS
 from settings import ArgumentParser, UserError, require, resolve, user_errors, write_atomic
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
+PROBES = ("spelling", "echo")  # eval.py's committed probe sets, scored on every finished run
 
 
 def run_dir(root, kind, seed):
@@ -43,6 +48,23 @@ def read_run(directory):
             "tokens": s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"],
             "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
             "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals]}
+
+
+def probe_run(directory, max_iters):
+    """eval.py's spelling and echo probes on a finished run, scored once and kept in its eval.json
+    (scored again when that file is from another step of the run)."""
+    path = directory / "eval.json"
+    try:
+        report = json.loads(path.read_text())
+        results = report["results"] if report["iter_num"] == max_iters else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        results = {}
+    if set(PROBES) - set(results):
+        results = evaluate.evaluate(evaluate.parse_args(["--ckpt", str(directory), "--tasks", ",".join(PROBES)]))["results"]
+    spelling = results["spelling"]
+    return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"],
+            "echo_rate": results["echo"]["echo_rate"],
+            "spelling_by_category": {c: g["top1_agreement"] for c, g in spelling["by_category"].items()}}
 
 
 def finished(directory, max_iters):
@@ -73,6 +95,12 @@ def summarize(runs):
             "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
             "wall_s": statistics.mean(r["wall_s"] for r in rs),
         }
+        if all("probes" in r for r in rs):  # mean and std over seeds of each probe score
+            probes = [r["probes"] for r in rs]
+            for key in ("spelling_top1", "spelling_kl", "echo_rate"):
+                summary[kind][key], summary[kind][f"{key}_std"] = mean_std([p[key] for p in probes])
+            summary[kind]["spelling_by_category"] = {c: statistics.mean(p["spelling_by_category"][c] for p in probes)
+                                                     for c in probes[0]["spelling_by_category"]}
     if "learned" in summary:
         base = summary["learned"]
         for kind in (k for k in summary if k != "learned"):
@@ -86,7 +114,7 @@ def summarize(runs):
 
 def report(name, command, machine, summary):
     """The results table in Markdown."""
-    lines = [f"# {name}: learned vs binary vs affine inputs", "",
+    lines = [f"# {name}: {' vs '.join(summary)} inputs", "",
              f"`{command}` on {machine['cpu']} ({machine['threads']} threads), GPU: {machine['gpu']}, torch "
              f"{machine['torch']}, finished {machine['date']}.", "",
              "| input | seeds | val loss (mean ± std) | val bits/byte (mean ± std) | val ppl (mean ± std) | "
@@ -105,11 +133,30 @@ def report(name, command, machine, summary):
             lines.append(f"- {kind} vs learned: val loss {v['loss_gap']:+.4f} nats (perplexity "
                          f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
                          f"seed variation (|gap| > 2 standard errors).")
+    lines += probe_tables(summary)
     lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
               "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
               "perplexity 2.44 learned, 2.36 binary, 2.39 affine, seed-to-seed variation 4.8%, on the authors' own "
               "65,536-token vocabulary; a per-token perplexity depends on the tokenizer."]
     return "\n".join(lines) + "\n"
+
+
+def probe_tables(summary):
+    """The spelling and echo probes per input (mean ± std over seeds), then spelling per category."""
+    if not all("spelling_top1" in s for s in summary.values()):
+        return []
+    lines = ["", "Probes (`eval.py --tasks spelling,echo`, the committed `probe_sets/`): top-1 next-token agreement "
+             "and KL(clean || typo) over 110 clean/typo pairs; echo rate: the share of 30 prompts whose greedy "
+             "16-token continuation repeats an invented name or misspelt word shown in the prompt.", "",
+             "| input | spelling top-1 agreement | spelling KL (nats) | echo rate |", "|---|---|---|---|"]
+    lines += [f"| {kind} | {s['spelling_top1']:.3f} ± {s['spelling_top1_std']:.3f} | {s['spelling_kl']:.3f} ± "
+              f"{s['spelling_kl_std']:.3f} | {s['echo_rate']:.3f} ± {s['echo_rate_std']:.3f} |" for kind, s in summary.items()]
+    categories = list(next(iter(summary.values()))["spelling_by_category"])
+    lines += ["", "Spelling top-1 agreement per typo category (mean over seeds):", "",
+              "| category | " + " | ".join(summary) + " |", "|---|" + "---|" * len(summary)]
+    lines += [f"| {c} | " + " | ".join(f"{s['spelling_by_category'][c]:.2f}" for s in summary.values()) + " |"
+              for c in categories]
+    return lines
 
 
 def plot(runs, path):
@@ -177,9 +224,13 @@ def main(argv=None):
             results.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot write to --results_dir {results}: {e.strerror}") from None
-        runs = run_all(base, kinds, args.seeds, Path(args.runs_dir or f"out-compare/{name}"), master)
+        root = Path(args.runs_dir or f"out-compare/{name}")
+        runs = run_all(base, kinds, args.seeds, root, master)
         if not master:
             return
+        for kind, rs in runs.items():
+            for seed, r in enumerate(rs):
+                r["probes"] = probe_run(run_dir(root, kind, seed), base["max_iters"])
         summary, info = summarize(runs), machine()
         command = " ".join(["python compare.py", *argv])
         table = report(name, command, info, summary)

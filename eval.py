@@ -29,18 +29,19 @@ import torch.nn.functional as F
 
 from checkpoint import build_model, find_checkpoint, load_checkpoint
 from dataset import SCAN_TOKENS, bits_per_byte, open_split, read_meta
-from probes import TYPO_KINDS, bucket_losses, typo_metrics, typo_pairs
+from probes import bucket_losses, typo_metrics, typo_pairs
 from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors, write_atomic
-from tasks import TASKS, default_data, load_docs
+from tasks import TASKS, default_data, load_docs, load_probe_set
 from tokenizer import load_encoding
 
-TEXT_TASKS = ("val", "rare_tokens", "typos")
+TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
+PROBE_SETS = ("spelling", "echo")  # on the committed prompts in probe_sets/
 
 
 def parse_args(argv=None):
     p = ArgumentParser(prog="eval.py", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory (out/<run>) or a .pt file")
-    p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*TEXT_TASKS, *TASKS])}")
+    p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*TEXT_TASKS, *PROBE_SETS, *TASKS])}")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents (windows, pairs) of each task")
     p.add_argument("--data", default=default_data(), help="benchmark data: auto, hub, bundle, or a folder/.whl "
                    "(default: $TABLEFREE_EVAL_DATA or auto); see tasks.py")
@@ -52,9 +53,9 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     p.add_argument("--out", default=None, help="JSON results (default: eval.json beside the checkpoint)")
     args = p.parse_args(argv)
-    unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *TASKS)]
+    unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *PROBE_SETS, *TASKS)]
     if unknown:
-        p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *TASKS])}")
+        p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *PROBE_SETS, *TASKS])}")
     require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
     require(args.limit is None or args.limit >= 1, "--limit", args.limit, "at least 1")
     require(args.typo_pairs >= 1, "--typo_pairs", args.typo_pairs, "at least 1")
@@ -217,21 +218,49 @@ def run_rare_tokens(ckpt, targets, losses, args):
     return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
 
 
-def run_typos(model, enc, ids, args, autocast):
-    """Next-token distributions after clean and typo prompts from the held-out text (probes.typo_pairs)."""
-    text = enc.decode(ids[:400_000].tolist())  # a bound: 200 pairs need ~100,000 characters
-    pairs = typo_pairs(text, args.limit or args.typo_pairs)
-    if not pairs:
-        raise UserError("the held-out text has no word of 5+ letters to misspell")
+def next_token_shift(model, enc, pairs, args, autocast, group):
+    """How a typo moves the next-token distribution: top-1 agreement and KL(P_clean || P_typo)
+    after each pair's clean and typo prompts (probes.typo_metrics), overall and per pair[group]."""
     block = model.config.block_size
     prompts = [enc.encode_ordinary(p)[-block:] for pair in pairs for p in (pair["clean"], pair["typo"])]
     last = score_sequences(model, prompts, args.batch_size, autocast,  # (V,) each: the next token's distribution
                            lambda i, logits: F.log_softmax(logits[-1].float(), dim=-1))
     agree, kl = typo_metrics(torch.stack(last[0::2]), torch.stack(last[1::2]))
-    kinds = {k: [i for i, p in enumerate(pairs) if p["kind"] == k] for k in TYPO_KINDS}
-    by_kind = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())} for k, i in kinds.items() if i}
+    groups = {}
+    for i, pair in enumerate(pairs):
+        groups.setdefault(pair[group], []).append(i)
+    by_group = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())}
+                for k, i in groups.items()}
     return {"n": len(pairs), "top1_agreement": float(agree.mean()), "top1_agreement_stderr": mean_stderr(agree.numpy()),
-            "kl": float(kl.mean()), "by_kind": by_kind, "examples": pairs[:3]}
+            "kl": float(kl.mean()), f"by_{group}": by_group, "examples": pairs[:3]}
+
+
+def run_typos(model, enc, ids, args, autocast):
+    """The typo probe on pairs made from the held-out text (probes.typo_pairs)."""
+    text = enc.decode(ids[:400_000].tolist())  # a bound: 200 pairs need ~100,000 characters
+    pairs = typo_pairs(text, args.limit or args.typo_pairs)
+    if not pairs:
+        raise UserError("the held-out text has no word of 5+ letters to misspell")
+    return next_token_shift(model, enc, pairs, args, autocast, "kind")
+
+
+def run_echo(model, enc, prompts, autocast, new_tokens=16):
+    """Does greedy generation repeat a string it has only seen in the prompt (an invented name,
+    a misspelt word)? echo_rate: the share of prompts whose next new_tokens contain it."""
+    echoed, continuations = [], []
+    device = next(model.parameters()).device
+    for p in prompts:
+        idx = torch.tensor([enc.encode_ordinary(p["prompt"])[-model.config.block_size:]], device=device)
+        with autocast:
+            new = torch.cat(list(model.generate(idx, new_tokens, temperature=0)), dim=1)  # (1, new_tokens)
+        continuations.append(enc.decode(new[0].tolist()))
+        echoed.append(float(p["string"] in continuations[-1]))
+    by_category = {}
+    for p, e in zip(prompts, echoed):
+        by_category.setdefault(p["category"], []).append(e)
+    return {"n": len(prompts), "echo_rate": float(np.mean(echoed)), "echo_rate_stderr": mean_stderr(echoed),
+            "by_category": {k: {"n": len(v), "echo_rate": float(np.mean(v))} for k, v in by_category.items()},
+            "examples": [{**p, "continuation": c} for p, c in zip(prompts[:3], continuations)]}
 
 
 # ---- the report ----
@@ -245,12 +274,15 @@ def table(results):
                 loss = "" if b["loss"] is None else f"{b['loss']:.4f}"
                 lines.append(f"| rare_tokens, train count {b['train_count']} | val | {b['n']:,} | loss | {loss} | |")
             continue
-        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl"):
+        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl", "echo_rate"):
             if metric in r:
                 stderr = r.get(f"{metric}_stderr")
                 value = f"{r[metric]:,.1f}" if r[metric] >= 1e4 else f"{r[metric]:.4f}"  # LAMBADA ppl of a tiny model
                 lines.append(f"| {task} | {r.get('split', 'val')} | {r['n']:,} | {metric} | {value} | "
                              f"{'' if stderr is None else f'{stderr:.4f}'} |")
+        for group, g in r.get("by_category", {}).items():  # the probe sets' categories
+            lines += [f"| {task}, {group} | | {g['n']} | {metric} | {g[metric]:.4f} | |"
+                      for metric in ("top1_agreement", "kl", "echo_rate") if metric in g]
     return lines
 
 
@@ -287,6 +319,10 @@ def evaluate(args):
             results[task] = run_rare_tokens(ckpt, targets, losses, args)
         elif task == "typos":
             results[task] = run_typos(model, enc, ids, args, autocast)
+        elif task == "spelling":
+            results[task] = next_token_shift(model, enc, load_probe_set(task, args.limit), args, autocast, "category")
+        elif task == "echo":
+            results[task] = run_echo(model, enc, load_probe_set(task, args.limit), autocast)
         else:
             results[task] = run_benchmark(task, model, enc, args, autocast)
         seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)

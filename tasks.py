@@ -183,3 +183,15 @@ def read_jsonl(data, where):
 
 def default_data():
     return os.environ.get(ENV, "auto")
+
+
+def load_probe_set(name, limit=None):
+    """The committed prompts of probe_sets/<name>.jsonl (the first `limit` of them):
+
+    spelling  110 clean/typo prompt pairs, 10 passages x 11 typo categories in their last word
+              (transposition, deletion, insertion, substitution, doubled letter, vowel, last letter
+              dropped, all caps, capitalised, missing space, extra space)
+    echo      30 prompts that show an invented name or a misspelt word and then ask for it again
+    """
+    path = Path(__file__).resolve().parent / "probe_sets" / f"{name}.jsonl"
+    return read_jsonl(path.read_bytes(), path)[:limit]

@@ -31,8 +31,20 @@ def test_summary_arithmetic():
     assert far["loss_gap"] == pytest.approx(0.9) and far["exceeds_seed_variation"]
     assert far["ppl_ratio"] == pytest.approx(s["affine"]["val_ppl"] / s["learned"]["val_ppl"] - 1)
     assert "vs_learned" not in s["learned"]
-    table = compare.report("t", "python compare.py", {"cpu": "x", "threads": 2, "gpu": None, "torch": "2", "date": "d"}, s)
+    machine = {"cpu": "x", "threads": 2, "gpu": None, "torch": "2", "date": "d"}
+    table = compare.report("t", "python compare.py", machine, s)
     assert "| learned | 3 | 1.1000 ± 0.1000 |" in table and "exceeds seed variation" in table and "is within seed variation" in table
+
+
+def test_probe_summary_arithmetic():
+    def probed(top1, echo):
+        return {**fake_run(1.0), "probes": {"spelling_top1": top1, "spelling_kl": 2 * top1, "echo_rate": echo,
+                                            "spelling_by_category": {"case": top1, "swap": 1 - top1}}}
+    s = compare.summarize({"learned": [probed(0.4, 0.0), probed(0.6, 0.5)], "kronecker": [probed(0.7, 1.0)] * 2})
+    assert s["learned"]["spelling_top1"] == pytest.approx(0.5) and s["learned"]["spelling_top1_std"] == pytest.approx(0.1414, abs=1e-4)
+    assert s["learned"]["echo_rate"] == pytest.approx(0.25) and s["kronecker"]["spelling_by_category"]["swap"] == pytest.approx(0.3)
+    table = "\n".join(compare.probe_tables(s))
+    assert "| learned | 0.500 ± 0.141 | 1.000 ± 0.283 | 0.250 ± 0.354 |" in table and "| swap | 0.50 | 0.30 |" in table
 
 
 def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
@@ -40,7 +52,11 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
             "--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=2"]
     compare.main(argv)
     results = json.loads((tmp_path / "results" / "tiny.json").read_text())
-    assert "| binary | 2 |" in (tmp_path / "results" / "tiny.md").read_text() and set(results["summary"]) == {"learned", "binary", "affine"}
+    table = (tmp_path / "results" / "tiny.md").read_text()
+    assert "| binary | 2 |" in table and set(results["summary"]) == {"learned", "binary", "affine", "kronecker"}
+    assert "| kronecker | " in table and "| category | learned | binary | affine | kronecker |" in table
+    assert results["runs"]["kronecker"][0]["input_params"] == 4096 * 32  # the projection, D x n_embd
+    assert 0 <= results["summary"]["kronecker"]["spelling_top1"] <= 1 and results["runs"]["learned"][1]["probes"]["echo_rate"] >= 0
     for kind, runs in results["runs"].items():
         assert len(runs) == 2 and all(r["tokens"] == 4 * 2 * 8 * 32 for r in runs)
         losses = [r["val_loss"] for r in runs]
@@ -51,9 +67,11 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
     assert results["runs"]["binary"][0]["val_loss"] != results["runs"]["binary"][1]["val_loss"]  # seeds differ
 
     monkeypatch.setattr(train, "train", lambda s: pytest.fail("a finished run was trained again"))
-    compare.main(argv)  # everything finished: the table is rebuilt from the logs
+    monkeypatch.setattr(compare.evaluate, "evaluate", lambda a: pytest.fail("a run's probes were scored again"))
+    compare.main(argv)  # everything finished: the table is rebuilt from the logs and each run's eval.json
     monkeypatch.undo()
     longer = [a.replace("--max_iters=4", "--max_iters=6").replace("--lr_decay_iters=4", "--lr_decay_iters=6") for a in argv]
     compare.main([*longer, "--inputs", "binary", "--seeds", "1"])  # the run continues from its step-4 checkpoint
     log = [json.loads(line) for line in (tmp_path / "runs" / "binary-seed0" / "log.jsonl").read_text().splitlines()]
+    assert json.loads((tmp_path / "runs" / "binary-seed0" / "eval.json").read_text())["iter_num"] == 6  # probed again
     assert [r["iter"] for r in log if "loss" in r] == [1, 2, 3, 4, 5, 6]

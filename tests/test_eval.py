@@ -7,6 +7,7 @@ import gzip
 import json
 import math
 import zipfile
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +23,7 @@ from conftest import TINY
 from dataset import bits_per_byte
 from probes import bucket_losses, misspell, typo_metrics, typo_pairs
 from settings import UserError, resolve
-from tasks import TASKS, load_docs
+from tasks import TASKS, load_docs, load_probe_set
 from tokenizer import load_encoding
 
 ROWS = {  # one or two rows per task in the hub's schema
@@ -269,9 +270,37 @@ def test_typo_metrics_by_hand():
     assert kl.tolist() == pytest.approx(expected, abs=1e-6)
 
 
+def test_the_committed_probe_sets():
+    pairs = load_probe_set("spelling")
+    categories = {p["category"] for p in pairs}
+    assert len(pairs) >= 100 and len(categories) >= 10
+    for pair in pairs:  # the typo is in the last word only; everything before it is the same
+        context = pair["clean"][:-len(pair["word"])]
+        assert pair["clean"].endswith(pair["word"]) and pair["typo"] != pair["clean"]
+        assert pair["typo"].startswith(context.rstrip(" "))  # missing_space drops the space before the word
+    assert all(sum(p["category"] == c for p in pairs) == 10 for c in categories)  # 10 passages in each
+    echo = load_probe_set("echo")
+    assert len(echo) == 30 and all(p["string"] in p["prompt"] for p in echo)
+    assert {p["category"] for p in echo} == {"invented_name", "misspelt_word"}
+
+
+def test_echo_is_counted_when_the_continuation_holds_the_string(run):
+    class Parrot(torch.nn.Module):
+        """Greedy generation that always continues with the tokens of ' Zorbifax.'"""
+        def __init__(self, enc):
+            super().__init__()
+            self.config, self.reply, self.anchor = SimpleNamespace(block_size=32), enc.encode_ordinary(" Zorbifax."), nn.Parameter(torch.zeros(1))
+        def generate(self, idx, n, temperature):
+            yield from (torch.tensor([[t]]) for t in self.reply[:n])
+    enc = load_encoding(load_checkpoint(run)["tokenizer"])
+    prompts = [{"category": "a", "string": "Zorbifax", "prompt": "x"}, {"category": "b", "string": "Quellimond", "prompt": "y"}]
+    result = evaluate.run_echo(Parrot(enc), enc, prompts, torch.autocast("cpu", enabled=False))
+    assert result["echo_rate"] == 0.5 and result["by_category"] == {"a": {"n": 1, "echo_rate": 1.0}, "b": {"n": 1, "echo_rate": 0.0}}
+
+
 def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, capsys):
     folder = write_jsonl_folder(tmp_path / "bench")
-    tasks = "val,rare_tokens,typos,hellaswag,piqa,arc_easy,arc_challenge,lambada"
+    tasks = "val,rare_tokens,typos,spelling,echo,hellaswag,piqa,arc_easy,arc_challenge,lambada"
     evaluate.main(["--ckpt", str(run), "--tasks", tasks, "--data", str(folder), "--data_dir", str(data_dir),
                    "--typo_pairs", "5", "--batch_size", "4"])
     report = json.loads((run / "eval.json").read_text())
@@ -281,6 +310,9 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     assert results["hellaswag"]["n"] == 2 and 0 <= results["hellaswag"]["acc_norm"] <= 1
     assert results["lambada"]["ppl"] > 1 and results["val"]["bpb"] > 0 and results["typos"]["n"] == 5
     assert sum(b["n"] for b in results["rare_tokens"]["buckets"]) == results["val"]["n"]
+    assert results["spelling"]["n"] == 110 and len(results["spelling"]["by_category"]) == 11
+    assert 0 <= results["spelling"]["top1_agreement"] <= 1 and results["spelling"]["kl"] >= 0
+    assert results["echo"]["n"] == 30 and set(results["echo"]["by_category"]) == {"invented_name", "misspelt_word"}
     table = capsys.readouterr().out
     assert "| hellaswag | file | 2 | acc_norm |" in table and "| val | val |" in table
     held_out = tmp_path / "held_out.txt"
