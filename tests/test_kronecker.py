@@ -123,3 +123,18 @@ def test_a_checkpoint_carries_its_byte_buffer_and_resumes_exactly(data_dir, tmp_
     own = vocab_bytes(load_encoding(a["tokenizer"]), a["model_config"]["vocab_size"])
     token_bytes, lengths = byte_buffer(own, 16)
     assert torch.equal(a["model"]["wte.token_bytes"], token_bytes) and torch.equal(a["model"]["wte.lengths"], lengths)
+
+
+def test_truncation_counts_on_gpt2s_vocabulary(tmp_path):
+    """GPT-2's 50,257 tokens at pos_dim 16: the figures the README quotes."""
+    try:
+        ranks_file, _ = fetch_source("gpt2.tiktoken", tmp_path)
+    except UserError as e:
+        pytest.skip(f"GPT-2's rank file cannot be fetched here: {e}")
+    from tokenizer import GPT2_PATTERN, make_encoding, parse_ranks
+    enc = make_encoding({"name": "gpt2", "pattern": GPT2_PATTERN, "eot_id": 50256}, parse_ranks(ranks_file.read_bytes()))
+    vocab = vocab_bytes(enc, 50257)
+    token_bytes, lengths = byte_buffer(vocab, 16)
+    assert sum(len(t) > 16 for t in vocab) == 72 and int((lengths == 0).sum()) == 0  # 72 cut, none emptied
+    codes = torch.cat([token_bytes, lengths.unsqueeze(1).to(torch.uint8)], dim=1)  # a code is its bytes and length
+    assert len(vocab) - torch.unique(codes, dim=0).size(0) == 30  # 30 tokens share a code with another
