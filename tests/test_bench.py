@@ -13,7 +13,7 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
         assert f"## {section}" in report and results[section]
     assert results["command"].startswith("python bench.py --quick")
     train = results["train"]
-    assert {(r["shape"], r["input"]) for r in train} == {(s, i) for s in bench.SHAPES for i in ("learned", "binary", "affine")}
+    assert {(r["shape"], r["input"]) for r in train} == {(s, i) for s in bench.SHAPES for i in bench.INPUTS}
     assert all(r["ms"] > 0 and 0 < r["mfu"] < 1 for r in train)
     fixed, learned = [r for r in train if r["input"] == "binary"], [r for r in train if r["input"] == "learned"]
     assert all(f["trainable"] < l["trainable"] for f, l in zip(fixed, learned))  # the table is gone
@@ -21,7 +21,10 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     memory = {r["input"]: r for r in results["memory"]}
     assert memory["learned"]["params"] - memory["binary"]["params"] == 8192 * 256 * 4  # the --quick table, fp32
     assert memory["learned"]["adam"] == 2 * memory["learned"]["params"] and memory["affine"]["peak"] > 0
-    assert [r["input"] for r in results["input"]] == ["learned", "binary", "affine"]
+    assert [r["input"] for r in results["input"]] == list(bench.INPUTS)
+    kronecker = [r for r in train if r["input"] == "kronecker"]
+    assert all(k["trainable"] - f["trainable"] == 4096 * k_shape for k, f, k_shape in
+               zip(kronecker, fixed, [bench.shapes(True)[r["shape"]][0]["n_embd"] for r in kronecker]))  # the projection
     assert {r["what"].split(" (")[0] for r in results["prepare"]} >= {"prepare.py --workers 1", "tiktoken.encode_ordinary_batch alone"}
     assert all(r["tokens"] > 100_000 and r["tok_s"] > 0 for r in results["prepare"])
     assert len({r["tokens"] for r in results["prepare"][:2]}) == 1  # one and two workers write the same tokens

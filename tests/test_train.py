@@ -36,7 +36,8 @@ def test_a_few_steps_lower_the_loss(data_dir, tmp_path, kind):
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0, evals
     assert evals[-1]["val_bpb"] > 0 and [r["iter"] for r in log if "loss" in r] == list(range(1, 26))
     config = json.loads((tmp_path / "config.json").read_text())
-    assert config["model"]["input"] == kind and config["params"]["input"] == (300 * 32 if kind == "learned" else 0)
+    input_params = {"learned": 300 * 32, "kronecker": 256 * 16 * 32}.get(kind, 0)  # the table or the projection
+    assert config["model"]["input"] == kind and config["params"]["input"] == input_params
     assert (config["settings"]["device"], config["settings"]["dtype"]) == ("cpu", "float32")  # "auto" resolved
 
 
