@@ -8,14 +8,13 @@
 Steps run as train.py runs them: fp32 on a CPU, bf16 autocast on a GPU (weights and AdamW
 state stay fp32 either way).
 
-train:    ms/step (median of steps the three inputs take in turns), tokens/s and MFU of a training step (forward,
-          backward, fused AdamW) for learned, binary and affine at the quick-start shape and at
-          the papers' width and vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and
-          compiled. MFU is against a large matmul measured here in the same dtype, and against
-          the vendor's peak on a known GPU.
-memory:   peak memory of a training step per input (each in its own process), with 1 and with
-          2 micro-batches per step, and the saving against the theoretical V x n_embd x
-          (4 + 4 + 8) bytes of an fp32 table + gradient + AdamW state.
+train:    ms/step (median of steps the inputs take in turns), tokens/s and MFU of a training step
+          (forward, backward, fused AdamW) for every input at the quick-start shape and at the
+          papers' width and vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and compiled.
+          MFU is against a large matmul measured here in the same dtype, and the vendor's peak.
+memory:   peak memory of a training step per input (each in its own process), with 1 and 2
+          micro-batches per step, and the saving against the theoretical 16 bytes (fp32
+          parameter + gradient + AdamW state) per input parameter fewer than the learned table.
 input:    forward + backward time of each input module alone, next to nn.Embedding.
 generate: tokens/s and time to first token of sampling with the KV cache and with full
           recomputation, batch 1 and 8, for 256 and 1024 new tokens.
@@ -38,8 +37,9 @@ import torch
 
 import prepare
 from corpus import fetch_source
-from model import INPUTS, GPT, GPTConfig, make_input
-from settings import ArgumentParser, peak_flops_of, pick_device, pick_dtype, user_errors
+from inputs import INPUTS, make_input
+from model import GPT, GPTConfig
+from settings import ArgumentParser, peak_flops_of, pick_device, pick_dtype, require, user_errors, write_atomic
 from tokenizer import load_tokenizer
 
 
@@ -198,8 +198,8 @@ def spread(times):
 
 
 def synthetic_vocab(vocab_size):
-    """V distinct byte strings of 3 to 11 bytes (7 on average), for 'kronecker' at bench shapes that have no
-    tokenizer: the speed of its embedding bag depends on the lengths, not on which bytes."""
+    """V distinct byte strings of 3 to 11 bytes (7 on average): 'kronecker' needs a vocabulary's
+    bytes, and its speed depends on their lengths, not on which bytes they are."""
     rng = random.Random(0)
     return [t.to_bytes(3, "little") + bytes(rng.randrange(256) for _ in range(rng.randrange(9)))
             for t in range(vocab_size)]
@@ -280,10 +280,8 @@ def memory_probe(kind, micro_batches, quick, device):
 
 
 def peak_rss():
-    """This process's peak resident memory in bytes.
-
-    Linux's VmHWM belongs to the process image; getrusage's ru_maxrss would also count the
-    parent's peak, which survives fork + exec, and make every probe read the same."""
+    """This process's peak resident memory in bytes. Linux's VmHWM belongs to the process image;
+    getrusage's ru_maxrss would also count the parent's peak, which survives fork + exec."""
     status = Path("/proc/self/status")
     if status.exists():
         line = next(l for l in status.read_text().splitlines() if l.startswith("VmHWM:"))
@@ -372,9 +370,8 @@ def parse_args(argv):
     p.add_argument("--out", default="BENCHMARKS.md", help="markdown report; the JSON goes beside it")
     p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
     args = p.parse_args(argv)
-    unknown = set(args.sections.split(",")) - set(SECTIONS)
-    if unknown:
-        p.error(f"unknown section(s) {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
+    require(set(args.sections.split(",")) <= set(SECTIONS), "--sections", args.sections,
+            f"a comma-separated list of {', '.join(SECTIONS)}")
     args.device = pick_device(args.device)
     args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
     return args
@@ -389,12 +386,12 @@ def main(argv=None):
               f"device {args.device}, torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
     results = {"machine": {**info, "device": args.device}, "command": command}
     for name in args.sections.split(","):
-        rows, table = SECTIONS[name](args)
-        results[name] = rows
+        results[name], table = SECTIONS[name](args)
         report += [f"## {name}", "", *table, ""]
         print("\n".join([f"## {name}", *table, ""]), flush=True)
-    Path(args.out).write_text("\n".join(report))
-    Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=2))
+    with user_errors("bench.py"):
+        write_atomic(args.out, "\n".join(report))
+        write_atomic(Path(args.out).with_suffix(".json"), json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

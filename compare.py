@@ -26,7 +26,7 @@ import eval as evaluate
 import train
 from bench import machine
 from checkpoint import read_log
-from model import INPUTS
+from inputs import INPUTS
 from settings import ArgumentParser, UserError, require, resolve, user_errors, write_atomic
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}

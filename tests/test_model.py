@@ -7,7 +7,8 @@ import torch
 from torch.nn import functional as F
 
 from conftest import reference_codebook, reference_lift
-from model import GPT, INPUTS, GPTConfig, apply_rotary
+from inputs import INPUTS
+from model import GPT, GPTConfig, apply_rotary
 
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(50)]  # a, b, ..., z, aa, bb, ...: 50 tokens

@@ -14,7 +14,8 @@ import sample
 import train
 from checkpoint import build_model, load_checkpoint
 from conftest import TINY
-from model import GPT, INPUTS, GPTConfig
+from inputs import INPUTS
+from model import GPT, GPTConfig
 from settings import UserError, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
