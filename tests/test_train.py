@@ -91,13 +91,19 @@ def test_torchrun_reports_a_bad_input_once(tmp_path):
     assert "prepare the data first: python prepare.py --dataset fineweb-edu --vocab_size 65536" in done.stderr
 
 
-def test_compiled_loss_equals_eager():
+@pytest.mark.parametrize("kind", ["affine", "kronecker"])
+def test_compiled_loss_and_gradient_equal_eager(kind):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=300, block_size=32, n_layer=2, n_head=2, n_embd=32, input="affine"))
+    vocab = [f"tok{t}".encode() for t in range(300)]
+    model = GPT(GPTConfig(vocab_size=300, block_size=32, n_layer=2, n_head=2, n_embd=32, input=kind), vocab)
     idx = torch.randint(0, 300, (4, 32))
+    params = list(model.parameters())  # for kronecker these include the input projection
     eager = model(idx, idx)[1]
+    eager_grads = torch.autograd.grad(eager, params)
     compiled = torch.compile(model)(idx, idx)[1]
+    compiled_grads = torch.autograd.grad(compiled, params)
     assert torch.allclose(eager, compiled, atol=1e-5) and eager.item() > 0
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(eager_grads, compiled_grads))
 
 
 def test_checkpoint_from_train_loads_in_sample(data_dir, tmp_path):
