@@ -320,9 +320,10 @@ def evaluate(args):
         elif task == "typos":
             results[task] = run_typos(model, enc, ids, args, autocast)
         elif task == "spelling":
-            results[task] = next_token_shift(model, enc, load_probe_set(task, args.limit), args, autocast, "category")
+            pairs = load_probe_set(task, args.limit)
+            results[task] = {"split": "probe_sets", **next_token_shift(model, enc, pairs, args, autocast, "category")}
         elif task == "echo":
-            results[task] = run_echo(model, enc, load_probe_set(task, args.limit), autocast)
+            results[task] = {"split": "probe_sets", **run_echo(model, enc, load_probe_set(task, args.limit), autocast)}
         else:
             results[task] = run_benchmark(task, model, enc, args, autocast)
         seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)
