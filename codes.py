@@ -160,23 +160,6 @@ def byte_buffer(vocab: list[bytes], pos_dim: int) -> tuple[torch.Tensor, torch.T
     return buffer, torch.tensor([len(token) for token in kept], dtype=torch.long)
 
 
-def kronecker_code(token_bytes: torch.Tensor, lengths: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """kappa: the plain definition, one dense D = 256 * pos_dim row per token (for tests and reference).
-
-    token_bytes: uint8 (..., pos_dim), lengths: int (...,). Cell byte * pos_dim + p is 1/sqrt(L)
-    for each p < L (byte-major, as the reference), then the row is z-normalised with the
-    Bessel-corrected std plus eps. Returns float32 (..., D)."""
-    pos_dim = token_bytes.size(-1)
-    positions = torch.arange(pos_dim, device=token_bytes.device)  # (pos_dim,)
-    hot = positions < lengths.unsqueeze(-1)  # (..., pos_dim)
-    cells = token_bytes.long() * pos_dim + positions  # (..., pos_dim) flat index of (byte, position)
-    scale = lengths.clamp(min=1).float().rsqrt().unsqueeze(-1)  # (..., 1)
-    code = torch.zeros(*token_bytes.shape[:-1], 256 * pos_dim, device=token_bytes.device)
-    code.scatter_add_(-1, cells, hot.float() * scale)  # distinct positions never share a cell
-    mean = code.mean(dim=-1, keepdim=True)
-    return (code - mean) / ((code - mean).std(dim=-1, keepdim=True) + eps)
-
-
 def kronecker_values(lengths: torch.Tensor, pos_dim: int, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """The two values a z-normalised code takes: on its L hot cells and on the other D - L.
 

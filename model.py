@@ -11,7 +11,8 @@ are in inputs.py. The input interface is chosen by one field, GPTConfig.input:
 The binary and affine codes are those of A. Bochkov, "Language Models Without a Trainable Input
 Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); the
 byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); codes.py has the formulas.
-Everything after the input is the same GPT in every variant, with an untied GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are
+Everything after the input is the same GPT in every variant, with an untied trainable head:
+GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are
 Unsupervised Multitask Learners"), with rotary positions instead of a position table.
 """
 

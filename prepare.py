@@ -238,7 +238,8 @@ def parse_args(argv=None):
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
-    require(args.vocab_size >= 257, "--vocab_size", args.vocab_size, "at least 257 (256 bytes + end of text)")
+    require(args.vocab_size >= 258, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
+            "at least 258 (256 bytes, 1 merge, end of text)")
     require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")
     require(0 < args.val_fraction < 1, "--val_fraction", args.val_fraction, "between 0 and 1")
     require(args.max_tokens > 0, "--max_tokens", args.max_tokens, "above 0")

@@ -39,3 +39,20 @@ def reference_lift(bits, n_embd, mode):
     for j in range(n_embd):  # interleave: dimension j carries bit floor(j K / n_embd)
         R[j, j * bits // n_embd] = 1
     return R
+
+
+def reference_kronecker_code(token_bytes, lengths, eps=1e-6):
+    """kappa by its plain definition, one dense D = 256 * pos_dim row per token: float32 (..., D).
+
+    token_bytes: uint8 (..., pos_dim), lengths: int (...,). Cell byte * pos_dim + p is 1/sqrt(L)
+    for each p < L (byte-major, as the reference package), then the row is z-normalised with the
+    Bessel-corrected std plus eps."""
+    pos_dim = token_bytes.size(-1)
+    positions = torch.arange(pos_dim)  # (pos_dim,)
+    hot = positions < lengths.unsqueeze(-1)  # (..., pos_dim)
+    cells = token_bytes.long() * pos_dim + positions  # (..., pos_dim) flat index of (byte, position)
+    scale = lengths.clamp(min=1).float().rsqrt().unsqueeze(-1)  # (..., 1)
+    code = torch.zeros(*token_bytes.shape[:-1], 256 * pos_dim)
+    code.scatter_add_(-1, cells, hot.float() * scale)  # distinct positions never share a cell
+    mean = code.mean(dim=-1, keepdim=True)
+    return (code - mean) / ((code - mean).std(dim=-1, keepdim=True) + eps)

@@ -97,7 +97,7 @@ RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "-
 CASES = [
     ("prepare", ["--workers", "0"], "--workers must be at least 1, not 0"),
     ("prepare", ["--val_fraction", "1.5"], "--val_fraction must be between 0 and 1"),
-    ("prepare", ["--vocab_size", "100"], "--vocab_size must be at least 257"),
+    ("prepare", ["--vocab_size", "100"], "--vocab_size must be at least 258"),
     ("prepare", ["--shard_tokens", "0"], "--shard_tokens must be at least 1"),
     ("prepare", ["--max_tokens", "-5"], "--max_tokens must be above 0"),
     ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),

@@ -7,6 +7,7 @@ a hash-pinned wheel and imported straight from the zip, never installed (it decl
 cannot be reached.
 """
 
+import json
 import sys
 
 import pytest
@@ -14,12 +15,12 @@ import torch
 
 import train
 from checkpoint import load_checkpoint
-from codes import byte_buffer, kronecker_code, kronecker_values, utf8_safe_truncate
-from conftest import TINY
+from codes import byte_buffer, kronecker_values, utf8_safe_truncate
+from conftest import TINY, reference_kronecker_code
 from corpus import fetch_source
 from model import GPT, GPTConfig
 from settings import UserError, resolve
-from tokenizer import load_encoding, vocab_bytes
+from tokenizer import load_encoding, load_tokenizer, vocab_bytes
 
 SAMPLES = [b"hello", b" world", b"\xe2\x80", b"", b"a" * 40, "naïve café au lait, très".encode(), b"<|endoftext|>",
            "日本語のテキスト".encode(), b"\xff\xfe\x00\x01", bytes(range(16)), b" " * 17, b"a" * 16 + b"xyz",
@@ -41,8 +42,6 @@ def reference(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_vocab(data_dir):
     """The raw bytes of every token of the shared test corpus's 300-token BPE."""
-    from tokenizer import load_tokenizer
-    import json
     meta = json.loads((data_dir / "tiny" / "meta.json").read_text())
     return vocab_bytes(load_tokenizer(data_dir / "tiny", meta["tokenizer"]), meta["vocab_size"])
 
@@ -51,11 +50,11 @@ def tiny_vocab(data_dir):
 def test_codes_and_forward_equal_the_reference(reference, tiny_vocab, pos_dim):
     for vocab in (SAMPLES, tiny_vocab):
         token_bytes, lengths = byte_buffer(vocab, pos_dim)
-        ref_bytes, ref_lengths = zip(*[(reference.utf8_safe_truncate(t, pos_dim), None) for t in vocab])
-        assert [bytes(row[:n]) for row, n in zip(token_bytes.tolist(), lengths.tolist())] == list(ref_bytes)
-        ours = kronecker_code(token_bytes, lengths)  # (V, D)
+        kept = [reference.utf8_safe_truncate(t, pos_dim) for t in vocab]
+        assert [bytes(row[:n]) for row, n in zip(token_bytes.tolist(), lengths.tolist())] == kept
+        dense = reference_kronecker_code(token_bytes, lengths)  # (V, D): the definition, built densely
         theirs = reference.kronecker_codec(token_bytes, lengths, pos_dim=pos_dim)
-        assert (ours - theirs).abs().max() <= 1e-5
+        assert (dense - theirs).abs().max() <= 1e-5
         torch.manual_seed(0)
         model = GPT(GPTConfig(vocab_size=len(vocab), n_layer=1, n_head=2, n_embd=32, block_size=8, input="kronecker",
                               pos_dim=pos_dim), vocab)
@@ -74,7 +73,7 @@ def test_fast_path_equals_the_dense_definition_forward_and_backward():
     idx = torch.randint(0, len(SAMPLES), (3, 8), generator=torch.Generator().manual_seed(2))
     W = model.wte.weight
     fast = model.wte(idx)
-    dense = kronecker_code(token_bytes[idx], lengths[idx]) @ W.t()  # (B, T, D) @ (D, n_embd)
+    dense = reference_kronecker_code(token_bytes[idx], lengths[idx]) @ W.t()  # (B, T, D) @ (D, n_embd)
     assert torch.allclose(fast, dense, atol=1e-5)
     (grad_fast,) = torch.autograd.grad(fast.square().sum(), W)
     (grad_dense,) = torch.autograd.grad(dense.square().sum(), W)
@@ -83,7 +82,7 @@ def test_fast_path_equals_the_dense_definition_forward_and_backward():
 
 def test_defining_properties_of_the_code(tiny_vocab):
     token_bytes, lengths = byte_buffer(tiny_vocab, 16)
-    code = kronecker_code(token_bytes, lengths)  # (V, D)
+    code = reference_kronecker_code(token_bytes, lengths)  # (V, D)
     hot, cold = kronecker_values(lengths, 16)
     for t in range(len(tiny_vocab)):
         L = int(lengths[t])
@@ -91,7 +90,7 @@ def test_defining_properties_of_the_code(tiny_vocab):
         assert torch.allclose(code[t][(code[t] - hot[t]).abs() >= 1e-5], cold[t].expand(4096 - L), atol=1e-6)
         assert abs(code[t].mean()) < 1e-6 and abs(code[t].std() - 1) < 1e-3  # z-normalised (eps: std is 1 - 6e-5)
     assert torch.unique(code, dim=0).size(0) == len(tiny_vocab)  # injective: no token here is truncated
-    collided = len(SAMPLES) - torch.unique(kronecker_code(*byte_buffer(SAMPLES, 16)), dim=0).size(0)
+    collided = len(SAMPLES) - torch.unique(reference_kronecker_code(*byte_buffer(SAMPLES, 16)), dim=0).size(0)
     assert collided == 2  # "a" * 40 and "a" * 16 + "xyz" cut to the same 16 bytes; b"\x80" * 20 (no UTF-8-safe
     # cut: emptied, as the reference does) and b"" both have the all-zero code
 
