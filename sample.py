@@ -9,6 +9,7 @@ The tokenizer travels inside the checkpoint, so no data directory or extra flag 
 
 import argparse
 import codecs
+import os
 import sys
 
 import torch
@@ -88,8 +89,12 @@ def sample(args, out=sys.stdout):
 
 
 def main(argv=None):
-    with user_errors("sample.py"):
-        sample(parse_args(argv))
+    try:
+        with user_errors("sample.py"):
+            sample(parse_args(argv))
+    except BrokenPipeError:  # the reader went away (`python sample.py | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Train a GPT with a learned, binary or affine token input. Reads top to bottom.
+"""Train a GPT with a learned, binary, affine or Kronecker token input. Reads top to bottom.
 
     python train.py config/shakespeare.py                          # CPU quick start
     python train.py config/shakespeare.py --input=learned          # the baseline

@@ -189,3 +189,14 @@ def test_every_script_answers_help(script, capsys):
     if script == "train":  # the settings, their defaults and the comments from the top of train.py
         assert re.search(r"^  --grad_clip=1\.0 +0 disables clipping$", printed.out, re.MULTILINE)
         assert all(f"--{key}=" in printed.out for key in train.DEFAULTS)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(world):
+    """`python sample.py | head`: the pipe closes mid-sample; sample.py stops without a traceback."""
+    child = subprocess.Popen([sys.executable, "sample.py", "--ckpt", str(world / "runs" / "good"), "--num_samples", "50",
+                              "--max_new_tokens", "300", "--temperature", "1.0"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.read(10)
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    assert child.wait() == 1 and stderr == "", stderr
