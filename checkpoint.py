@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from model import GPT, GPTConfig
@@ -93,6 +94,36 @@ def load_checkpoint(path, device="cpu"):
         raise UserError(f"{path} is not a tablefree checkpoint "
                         f"(missing {', '.join(sorted(missing))})")
     return ckpt
+
+
+def read_code_source(path, vocab_size):
+    """The V x d table frozen codes are derived from: a learned run's input table (its run
+    directory or ckpt.pt), or a 2-D tensor saved with torch.save or numpy.save (.npy)."""
+    path = Path(path)
+    if path.suffix == ".npy":
+        try:
+            source = torch.from_numpy(np.load(path, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise UserError(f"cannot read --codes_from {path} as a .npy array ({str(e)[:120]})") from None
+    elif path.is_dir() or not path.is_file() or path.name == CKPT_NAME:
+        ckpt = load_checkpoint(path)
+        if ckpt["model_config"]["input"] != "learned":
+            raise UserError(f"--codes_from {path} was trained with input={ckpt['model_config']['input']!r}: it "
+                            f"has no table to derive codes from; give a learned run")
+        source = ckpt["model"]["wte.weight"]
+    else:
+        try:
+            source = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise UserError(f"cannot read --codes_from {path} as a saved tensor ({str(e).strip()[:120]})") from None
+    if not isinstance(source, torch.Tensor) or source.dim() != 2 or not source.is_floating_point():
+        raise UserError(f"--codes_from {path} is not a 2-D float table (V x d); save one tensor of that shape")
+    if source.size(0) != vocab_size:
+        raise UserError(f"--codes_from {path} has {source.size(0)} rows but the vocabulary has {vocab_size} "
+                        f"tokens; derive the codes from a table of this dataset's tokenizer")
+    if not torch.isfinite(source).all():
+        raise UserError(f"--codes_from {path} holds non-finite values; give a finite table")
+    return source
 
 
 def build_model(ckpt):

@@ -18,6 +18,15 @@ code each token by its bytes b_1 .. b_L instead of its id, eq. 1 of the paper:
     kappa(t) = z( vec( sum_p e_{b_p} (x) e_p ) / sqrt(L) )   a 256 x pos_dim 0/1 grid, D = 256 pos_dim
 
 and learn one projection D -> n_embd; z() is a per-token z-normalisation.
+
+Frozen sign-PCA codes (the 1.7B-class follow-up's companion system: "one frozen table of
+512-bit codes ... derived once from a pretrained embedding by principal-component projection
+and sign binarisation") take an existing V x d table S instead of the id, our recipe where the
+paper gives none:
+
+    frozen:  c(t) = [ (S_t - mean(S)) P^T > 0 ]    P: the top D right singular vectors of the
+                                                   centred S, each signed so that its largest-
+                                                   magnitude loading is positive (deterministic)
 Everything here is a pure function of its arguments: no I/O, no globals, and tensors stay on
 the device of the ids they were computed from. Bit order throughout is most significant bit
 first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1].
@@ -25,6 +34,7 @@ first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1]
 
 import random
 
+import numpy as np
 import torch
 
 LIFT_MODES = ("tile", "interleave")
@@ -173,3 +183,92 @@ def kronecker_values(lengths: torch.Tensor, pos_dim: int, eps: float = 1e-6) -> 
     m = L * s / D
     std = ((L * (s - m) ** 2 + (D - L) * m ** 2) / (D - 1)).sqrt() + eps
     return (s - m) / std * (L > 0), -m / std
+
+
+def sign_pca(source: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The frozen code's derivation from a source table: (bits, mean, components).
+
+    source: float (V, d), computed in float64. mean: float64 (d,); components: float64 (D, d),
+    the top D = dim right singular vectors of source - mean, each multiplied by the sign of
+    its largest-magnitude loading (the first such loading on a tie) so that the SVD's arbitrary
+    signs do not reach the code. bits: uint8 (V, D), 1 where the projection is > 0 (an exact
+    zero is 0). With mean and components a new word's code follows from its source row alone
+    (sign_project), so a checkpoint that keeps them can code words it never saw.
+    """
+    rows, width = source.shape
+    if not 1 <= dim <= min(width, rows - 1):
+        raise ValueError(f"cannot take {dim} principal components of a {rows} x {width} table; "
+                         f"use code_dim <= {min(width, rows - 1)}")
+    source = source.double()
+    mean = source.mean(dim=0)  # (d,)
+    _, _, vh = torch.linalg.svd(source - mean, full_matrices=False)  # (min(V, d), d), by singular value
+    components = vh[:dim]  # (D, d)
+    largest = components.abs().argmax(dim=1, keepdim=True)  # (D, 1)
+    components = components * components.gather(1, largest).sign()
+    return sign_project(source, mean, components), mean, components
+
+
+def sign_project(rows: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
+    """Sign bits of rows (N, d) projected on components (D, d) after centring: uint8 (N, D)."""
+    return ((rows.double() - mean) @ components.T > 0).to(torch.uint8)
+
+
+def pack_bits(bits: torch.Tensor) -> torch.Tensor:
+    """0/1 uint8 (..., D) -> uint8 (..., ceil(D / 8)), eight bits a byte, first bit highest."""
+    pad = -bits.size(-1) % 8
+    bits = torch.cat([bits, bits.new_zeros(*bits.shape[:-1], pad)], dim=-1)
+    weights = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8, device=bits.device)
+    return (bits.view(*bits.shape[:-1], -1, 8) * weights).sum(dim=-1, dtype=torch.uint8)
+
+
+def unpack_bits(packed: torch.Tensor, dim: int) -> torch.Tensor:
+    """The inverse of pack_bits: uint8 (..., ceil(D / 8)) -> 0/1 uint8 (..., D)."""
+    shifts = torch.arange(7, -1, -1, device=packed.device)  # (8,)
+    bits = (packed.unsqueeze(-1).long() >> shifts) & 1  # (..., ceil(D / 8), 8)
+    return bits.flatten(-2)[..., :dim].to(torch.uint8)
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..N of x, ties given the mean of the ranks they span (as scipy's rankdata)."""
+    order = np.argsort(x, kind="stable")
+    sorted_x = x[order]
+    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # first index of each tie group
+    ends = np.r_[starts[1:], len(x)]
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat((starts + ends + 1) / 2, ends - starts)  # mean of ranks start+1 .. end
+    return ranks
+
+
+def code_quality(bits: torch.Tensor, source: torch.Tensor, pairs: int = 20_000, seed: int = 0,
+                 exact_below: int = 8192) -> dict:
+    """How good a frozen code is, since injectivity cannot be promised.
+
+    bits uint8 (V, D), source float (V, d). distinct: how many different codes the V tokens have.
+    min_hamming: over all pairs when V <= exact_below, else over the sampled pairs (the key
+    says which). mean_hamming: exact over all pairs, from each bit's share of ones p_j:
+    sum_j 2 p_j (1 - p_j) V / (V - 1). bit_balance: min / mean / max of p_j. spearman: rank
+    correlation between the source rows' cosine similarity and the codes' Hamming similarity
+    1 - h / D, on `pairs` pairs drawn with `seed` (i != j)."""
+    V, D = bits.shape
+    ones = bits.double().mean(dim=0)  # (D,) p_j
+    signs = 2 * bits.float() - 1  # (V, D); h(i, j) = (D - s_i . s_j) / 2
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, V, pairs)
+    j = (i + rng.integers(1, V, pairs)) % V  # never i
+    sampled = (D - (signs[i] * signs[j]).sum(dim=1)) / 2  # (pairs,)
+    if V <= exact_below:
+        min_hamming, how = D, "all pairs"
+        for start in range(0, V, 1024):  # (1024, V) at a time
+            h = (D - signs[start:start + 1024] @ signs.T) / 2
+            h[torch.arange(h.size(0)), torch.arange(start, start + h.size(0))] = D + 1  # not a pair
+            min_hamming = min(min_hamming, int(h.min()))
+    else:
+        min_hamming, how = int(sampled.min()), f"{pairs:,} sampled pairs"
+    unit = torch.nn.functional.normalize(source.double(), dim=1)
+    cosine = (unit[i] * unit[j]).sum(dim=1).numpy()
+    similarity = (1 - sampled / D).numpy()
+    spearman = np.corrcoef(average_ranks(cosine), average_ranks(similarity))[0, 1]
+    return {"V": V, "D": D, "distinct": len(torch.unique(bits, dim=0)), "min_hamming": min_hamming,
+            "min_hamming_over": how, "mean_hamming": float((2 * ones * (1 - ones)).sum() * V / (V - 1)),
+            "bit_balance": {"min": float(ones.min()), "mean": float(ones.mean()), "max": float(ones.max())},
+            "spearman": float(spearman), "spearman_pairs": pairs}

@@ -47,7 +47,8 @@ def read_run(directory):
     return {"val_loss": final["val_loss"], "val_ppl": math.exp(final["val_loss"]), "val_bpb": final["val_bpb"],
             "tokens": s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"],
             "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
-            "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals]}
+            "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals],
+            "code_quality": config.get("code_quality")}
 
 
 def probe_run(directory, max_iters):
@@ -95,6 +96,12 @@ def summarize(runs):
             "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
             "wall_s": statistics.mean(r["wall_s"] for r in rs),
         }
+        if all(r.get("code_quality") for r in rs):  # a code derived from a source: its quality, mean over seeds
+            qualities = [r["code_quality"] for r in rs]
+            summary[kind]["code_quality"] = {key: statistics.mean(q[key] for q in qualities)
+                                             for key in ("V", "D", "distinct", "min_hamming", "mean_hamming", "spearman")}
+            summary[kind]["code_quality"]["bit_balance"] = [min(q["bit_balance"]["min"] for q in qualities),
+                                                            max(q["bit_balance"]["max"] for q in qualities)]
         if all("probes" in r for r in rs):  # mean and std over seeds of each probe score
             probes = [r["probes"] for r in rs]
             for key in ("spelling_top1", "spelling_kl", "echo_rate"):
@@ -133,6 +140,14 @@ def report(name, command, machine, summary):
             lines.append(f"- {kind} vs learned: val loss {v['loss_gap']:+.4f} nats (perplexity "
                          f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
                          f"seed variation (|gap| > 2 standard errors).")
+    for kind, s in summary.items():
+        if "code_quality" in s:
+            q = s["code_quality"]
+            lines.append(f"- {kind} codes (mean over seeds, each derived from the learned run of its seed): "
+                         f"{q['distinct']:,.0f} distinct of {q['V']:,.0f}, {q['D']:.0f} bits, Hamming distance min "
+                         f"{q['min_hamming']:.1f} (over all pairs) and mean {q['mean_hamming']:.1f}, share of ones per "
+                         f"bit {q['bit_balance'][0]:.2f}-{q['bit_balance'][1]:.2f}, Spearman correlation of the "
+                         f"source's cosine and the codes' Hamming similarity {q['spearman']:.3f} (20,000 pairs).")
     lines += probe_tables(summary)
     lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
               "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
@@ -180,6 +195,19 @@ def plot(runs, path):
     fig.savefig(path, dpi=120)
 
 
+def run_settings(base, kind, seed, root):
+    """One run's settings: the preset's, with its input and seed (affine also draws its A and b
+    from it); 'frozen' derives its codes from the preset's own learned run of the same seed."""
+    settings = {**base, "input": kind, "seed": seed, "code_seed": seed}
+    if kind == "frozen":
+        source = run_dir(root, "learned", seed)
+        if not finished(source, base["max_iters"]):
+            raise UserError(f"frozen derives its codes from {source}, which is not finished; "
+                            f"run learned first (--inputs learned,frozen)")
+        settings["codes_from"] = str(source)
+    return settings
+
+
 def run_all(base, kinds, seeds, root, master):
     """{kind: [read_run(...) per seed]}, training (or resuming) every run not yet finished."""
     runs = {}
@@ -193,7 +221,7 @@ def run_all(base, kinds, seeds, root, master):
                     print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}",
                           flush=True)
                 # compare.py owns its run directories: a run killed before its first checkpoint restarts
-                train.train({**base, "input": kind, "seed": seed, "code_seed": seed, "out_dir": str(directory),
+                train.train({**run_settings(base, kind, seed, root), "out_dir": str(directory),
                              "init_from": "resume" if resume else "scratch", "overwrite": not resume})
             runs[kind].append(read_run(directory))
     return runs

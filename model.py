@@ -7,10 +7,12 @@ are in inputs.py. The input interface is chosen by one field, GPTConfig.input:
     binary     x(t) = R bin_K(t), K = ceil(log2 V) bits tiled to n_embd, no parameters
     affine     x(t) = R (A bin_K(t) XOR b), A in GL(K, 2) fixed at random, no parameters
     kronecker  x(t) = W kappa(bytes of t), a fixed byte x position code, W learned (D x n_embd)
+    frozen     x(t) = R c(t), c(t) the D sign bits of a learned table's principal components
 
 The binary and affine codes are those of A. Bochkov, "Language Models Without a Trainable Input
 Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); the
-byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); codes.py has the formulas.
+byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); the frozen sign-PCA code is the
+recipe the 1.7B-class follow-up describes for its ternary system; codes.py has the formulas.
 Everything after the input is the same GPT in every variant, with an untied trainable head:
 GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are
 Unsupervised Multitask Learners"), with rotary positions instead of a position table.
@@ -18,14 +20,14 @@ Unsupervised Multitask Learners"), with rotary positions instead of a position t
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
 from codes import code_bits, code_values, lift_index
-from inputs import INPUTS, make_input
+from inputs import INPUTS, make_input, mean_rows
 
 
 class Rotary(nn.Module):
@@ -146,13 +148,15 @@ class GPTConfig:
     n_embd: int = 768
     dropout: float = 0.0
     bias: bool = False  # biases in Linear and LayerNorm layers
-    input: str = "binary"  # 'learned', 'binary' or 'affine' (see module docstring)
+    input: str = "binary"  # one of inputs.INPUTS (see the module docstring)
     code_seed: int = 0  # seed of A and b for 'affine'
     lift: str = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
     code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
     tie_weights: bool = False  # share the input table with the head; 'learned' only
     rope_base: float = 10000.0  # rotary base, RoFormer's
     pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
+    code_dim: int = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
+    codes_from: str = ""  # 'frozen': the V x d table its codes were derived from (provenance)
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -171,14 +175,19 @@ class GPTConfig:
         if self.tie_weights and self.input != "learned":
             raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} "
                              f"has none, set tie_weights=False")
-        if self.pos_dim < 1:
-            raise ValueError(f"pos_dim must be at least 1, not {self.pos_dim}")
+        if self.pos_dim < 1 or self.code_dim < 1:
+            raise ValueError(f"pos_dim and code_dim must be at least 1, not {self.pos_dim} and {self.code_dim}")
+        if (self.input == "frozen") != bool(self.codes_from):
+            raise ValueError(f"codes_from names the table frozen codes are derived from (a learned run's "
+                             f"directory or a V x d tensor file): set it for input='frozen' and only then, "
+                             f"not input={self.input!r} with codes_from={self.codes_from!r}")
         if self.input in ("binary", "affine"):
             bits = code_bits(self.vocab_size)
             if bits > 62:
                 raise ValueError(f"vocab_size={self.vocab_size} needs {bits}-bit codes; "
                                  f"at most 2^62 tokens fit int64 ids")
             lift_index(bits, self.n_embd, self.lift)  # raises if n_embd < K or the lift is unknown
+        if self.input in ("binary", "affine", "frozen"):
             code_values(torch.zeros(1), self.code_values)  # raises on unknown code values
 
 
@@ -192,10 +201,10 @@ def check_ids(idx, vocab_size):
 
 class GPT(nn.Module):
 
-    def __init__(self, config, vocab=None):
+    def __init__(self, config, vocab=None, source=None):
         super().__init__()
         self.config = config
-        self.wte = make_input(config, vocab)
+        self.wte = make_input(config, vocab, source)  # vocab, source: what a new model's input is made from
         self.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
@@ -238,6 +247,20 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1),
                                ignore_index=-1)  # in float32 even under autocast
         return logits, loss
+
+    @torch.no_grad()
+    def add_tokens(self, pieces, new_bytes, source=None):
+        """Grow the vocabulary after training by M = len(pieces) tokens, ids V .. V + M - 1.
+
+        pieces[i]: the old ids new token V + i is made of; new_bytes[i]: its bytes; source: the
+        table frozen codes came from. A new head row starts as the mean of its pieces' head rows;
+        the input interface codes the new tokens its own way (its add_tokens), and says how."""
+        head = torch.cat([self.lm_head.weight, mean_rows(self.lm_head.weight, pieces)])  # (V + M, n_embd)
+        note = self.wte.add_tokens(pieces, new_bytes, source)
+        self.lm_head.weight = self.wte.weight if self.config.tie_weights else nn.Parameter(head)
+        self.lm_head.out_features = head.size(0)
+        self.config = replace(self.config, vocab_size=self.config.vocab_size + len(pieces))
+        return note
 
     def new_cache(self):
         return [LayerKV(self.config.block_size) for _ in self.h]

@@ -32,8 +32,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (build_model, load_checkpoint, model_state, refuse_to_overwrite, save_checkpoint,
-                        start_run_dir, tokenizer_state)
+from checkpoint import (build_model, load_checkpoint, model_state, read_code_source, refuse_to_overwrite,
+                        save_checkpoint, start_run_dir, tokenizer_state)
 from dataset import bits_per_byte, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
 from settings import (UserError, append_line, peak_flops_of, pick_device, pick_dtype, require, resolve,
@@ -53,7 +53,7 @@ log_interval = 10  # steps between log lines
 eval_only = False  # evaluate once and exit
 always_save_checkpoint = True  # save at every evaluation, not only when val loss improves
 # model (GPTConfig's fields): the input interface is the one thing the papers vary
-input = "binary"  # 'learned', 'binary', 'affine' or 'kronecker'
+input = "binary"  # 'learned', 'binary', 'affine', 'kronecker' or 'frozen'
 code_seed = 0  # draws A and b for 'affine'
 lift = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
 code_values = "01"  # '01' (the papers': bits, unscaled) or 'pm1'
@@ -66,6 +66,8 @@ dropout = 0.0  # after the input and in every block; our choice: none at this sc
 bias = False  # our choice, as nanoGPT's faster setting
 rope_base = 10000.0  # rotary base, as RoFormer
 pos_dim = 16  # 'kronecker': bytes kept per token (the Kronecker paper's runs)
+code_dim = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
+codes_from = ""  # 'frozen': derive its codes from this learned run (out/<run>) or V x d tensor file
 # batch (our choice, following GPT-3's ~0.5M tokens per step):
 # tokens per step = gradient_accumulation_steps * batch_size * block_size = 524,288
 gradient_accumulation_steps = 32  # over all ranks; each of N ranks does 1/N of them
@@ -244,12 +246,14 @@ def train(settings, given=None):
     if s.init_from == "resume":
         model = build_model(ckpt)
         iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
-        elapsed = ckpt["elapsed_s"]
+        elapsed, code_quality = ckpt["elapsed_s"], ckpt.get("code_quality")
     else:
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         vocab = vocab_bytes(load_encoding(tokenizer), meta["vocab_size"])  # what 'kronecker' codes
-        model = GPT(model_config(s, meta["vocab_size"]), vocab)
+        source = read_code_source(s.codes_from, meta["vocab_size"]) if s.codes_from else None  # 'frozen''s
+        model = GPT(model_config(s, meta["vocab_size"]), vocab, source)
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
+        code_quality = getattr(model.wte, "quality", None)  # a code derived from a source reports how good it is
     model.to(s.device)
     betas = (s.beta1, s.beta2)
     optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, betas, device_type)
@@ -270,11 +274,18 @@ def train(settings, given=None):
     tokens_per_iter = s.gradient_accumulation_steps * s.batch_size * s.block_size
     if master:
         start_run_dir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
-                                      "data": meta, "world_size": world, "params": counts})
+                                      "data": meta, "world_size": world, "params": counts,
+                                      "code_quality": code_quality})
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body "
               f"{counts['body']:,}, head {counts['head']:,}); "
               f"fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
+        if code_quality:
+            q = code_quality
+            print(f"frozen code: {q['distinct']:,} distinct of {q['V']:,}, Hamming distance min {q['min_hamming']} "
+                  f"({q['min_hamming_over']}) mean {q['mean_hamming']:.1f} of {q['D']} bits, share of ones per bit "
+                  f"{q['bit_balance']['min']:.2f}-{q['bit_balance']['max']:.2f}, Spearman(cosine, Hamming "
+                  f"similarity) {q['spearman']:.3f}")
     progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step",
                     file=sys.stdout)
 
@@ -331,7 +342,7 @@ def train(settings, given=None):
                 save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
                                  "settings": vars(s), "iter_num": iter_num,
                                  "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
-                                 "tokenizer": tokenizer}, out)
+                                 "tokenizer": tokenizer, "code_quality": code_quality}, out)
             t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
         if iter_num >= s.max_iters or s.eval_only:
             break

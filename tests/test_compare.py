@@ -8,6 +8,7 @@ import pytest
 import compare
 import train
 from conftest import TINY
+from inputs import INPUTS
 
 
 def fake_run(loss, trainable=1000, input_params=0):
@@ -53,8 +54,12 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
     compare.main(argv)
     results = json.loads((tmp_path / "results" / "tiny.json").read_text())
     table = (tmp_path / "results" / "tiny.md").read_text()
-    assert "| binary | 2 |" in table and set(results["summary"]) == {"learned", "binary", "affine", "kronecker"}
-    assert "| kronecker | " in table and "| category | learned | binary | affine | kronecker |" in table
+    assert "| binary | 2 |" in table and set(results["summary"]) == set(INPUTS)
+    assert "| kronecker | " in table and "| category | learned | binary | affine | kronecker | frozen |" in table
+    frozen = [json.loads((tmp_path / "runs" / f"frozen-seed{k}" / "config.json").read_text()) for k in (0, 1)]
+    assert [f["model"]["codes_from"] for f in frozen] == [str(tmp_path / "runs" / f"learned-seed{k}") for k in (0, 1)]
+    quality = results["summary"]["frozen"]["code_quality"]
+    assert quality["V"] == 300 and quality["D"] == 32 and f"- frozen codes (mean over seeds" in table
     assert results["runs"]["kronecker"][0]["input_params"] == 4096 * 32  # the projection, D x n_embd
     assert 0 <= results["summary"]["kronecker"]["spelling_top1"] <= 1 and results["runs"]["learned"][1]["probes"]["echo_rate"] >= 0
     for kind, runs in results["runs"].items():

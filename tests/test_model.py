@@ -1,4 +1,4 @@
-"""The GPT and its three input interfaces. Run: python -m pytest tests/test_model.py"""
+"""The GPT and its input interfaces. Run: python -m pytest tests/test_model.py"""
 
 import math
 
@@ -17,7 +17,13 @@ VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(50)]  # a, b, ..., 
 def tiny(kind, **kw):
     torch.manual_seed(0)
     config = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, input=kind)
-    return GPT(GPTConfig(**{**config, **kw}), VOCAB)
+    config = GPTConfig(**{**config, **source_name(kind), **kw})
+    source = torch.randn(config.vocab_size, 48) if kind == "frozen" else None  # what frozen codes derive from
+    return GPT(config, VOCAB, source)
+
+
+def source_name(kind):
+    return {"codes_from": "a random table"} if kind == "frozen" else {}
 
 
 def test_fixed_inputs_equal_the_lifted_codebook():
@@ -32,7 +38,7 @@ def test_fixed_inputs_equal_the_lifted_codebook():
     assert set(pm1.wte(torch.arange(50)[None]).unique().tolist()) == {-1.0, 1.0}
 
 
-@pytest.mark.parametrize("kind", ["binary", "affine"])
+@pytest.mark.parametrize("kind", ["binary", "affine", "frozen"])
 def test_fixed_inputs_have_no_parameters_and_get_no_gradient(kind):
     model = tiny(kind)
     assert list(model.wte.parameters()) == []
@@ -71,7 +77,7 @@ def test_each_variant_overfits_one_batch(kind):
 def test_learned_minus_fixed_is_exactly_the_table():
     shape = dict(vocab_size=65536, n_embd=1024, n_layer=32, n_head=32, block_size=1024)
     with torch.device("meta"):  # no memory, no init cost
-        counts = {kind: GPT(GPTConfig(input=kind, **shape)).param_counts() for kind in INPUTS}
+        counts = {kind: GPT(GPTConfig(input=kind, **shape, **source_name(kind))).param_counts() for kind in INPUTS}
     assert counts["learned"]["trainable"] - counts["binary"]["trainable"] == 65536 * 1024 == 67_108_864
     assert counts["affine"]["trainable"] == counts["binary"]["trainable"]
     assert counts["learned"]["input"] == 67_108_864 and counts["affine"]["input_fixed"] == 16 * 16 + 16

@@ -31,12 +31,16 @@ def weights(out_dir):
 
 @pytest.mark.parametrize("kind", INPUTS)
 def test_a_few_steps_lower_the_loss(data_dir, tmp_path, kind):
-    log = run(data_dir, tmp_path, f"--input={kind}", "--max_iters=25", "--lr_decay_iters=25", "--eval_interval=25")
+    source = tmp_path / "source.pt"  # what 'frozen' derives its codes from: any 300 x d table
+    torch.save(torch.randn(300, 40, generator=torch.Generator().manual_seed(0)), source)
+    frozen = [f"--codes_from={source}"] if kind == "frozen" else []
+    log = run(data_dir, tmp_path / "run", f"--input={kind}", *frozen, "--max_iters=25", "--lr_decay_iters=25",
+              "--eval_interval=25")
     evals = [r for r in log if "val_loss" in r]
     assert [r["iter"] for r in evals] == [0, 25]
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0, evals
     assert evals[-1]["val_bpb"] > 0 and [r["iter"] for r in log if "loss" in r] == list(range(1, 26))
-    config = json.loads((tmp_path / "config.json").read_text())
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
     input_params = {"learned": 300 * 32, "kronecker": 256 * 16 * 32}.get(kind, 0)  # the table or the projection
     assert config["model"]["input"] == kind and config["params"]["input"] == input_params
     assert (config["settings"]["device"], config["settings"]["dtype"]) == ("cpu", "float32")  # "auto" resolved

@@ -1,0 +1,246 @@
+"""Add words after training: how much does each input interface lose when the vocabulary grows?
+
+    python extend.py --ckpt out-compare/cpu/*-seed? --new_tokens 64 --name extension
+
+The frozen-code paper reports that its frozen table accepts 10,000 new words after training at
+a 3% cost where a learned table collapses by 43%, without publishing the protocol. Ours, the
+same for every input interface (our choice throughout):
+
+1. Held-out text: the run's prepared val split (whole documents it never trained on), decoded
+   and cut in two halves at a line break; the first half makes the new words (and adapts),
+   the second is measured.
+2. New words: M more BPE merges, learned on the first half from the tokenizer's own vocabulary
+   (the most frequent adjacent pair inside a pre-tokenized chunk, ties by bytes), so each new
+   token is the concatenation of two tokens, its pieces (a piece that is itself new stands for
+   its own pieces, so every new token is made of old ones). They take ids V .. V + M - 1; the
+   end-of-text token keeps its id V - 1.
+3. The extended model (GPT.add_tokens): a new head row is the mean of its pieces' head rows; a
+   learned table's new row the mean of its pieces' rows; binary and affine codes come from the
+   ids (aliasing past 2^K: see BinaryCodeInput.add_tokens); Kronecker codes from the bytes;
+   frozen codes from the mean of the pieces' source rows, projected as the old ones were.
+4. Optionally --adapt_steps of AdamW on the first half in the new tokenization, moving only
+   the new rows (every parameter with one row per token: the head, a learned table).
+5. Bits per byte of the second half (the bytes are the same, the token count is not) with the
+   old tokenizer and model, then the new ones; and the loss by train-count bucket of the old
+   tokens, with the new tokens as their own bucket.
+
+Results: results/<name>.md and .json, one row per run, means over seeds per input.
+"""
+
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import regex
+import torch
+
+import eval as evaluate
+from checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
+from dataset import SCAN_TOKENS, open_split
+from probes import bucket_losses
+from settings import ArgumentParser, UserError, require, user_errors, write_atomic
+from tokenizer import load_encoding, make_encoding, parse_ranks
+
+
+def halves(docs):
+    """The documents cut in two at the line break nearest after half their characters."""
+    text = "\x00".join(docs)  # a document boundary that no document holds
+    cut = text.find("\n", len(text) // 2) + 1 or len(text) // 2
+    return text[:cut].split("\x00"), text[cut:].split("\x00")
+
+
+def learn_merges(enc, ranks, pattern, texts, count):
+    """count new BPE merges on texts, continuing enc's vocabulary (ranks): [(left, right) bytes].
+
+    Each pre-tokenized chunk is split into enc's tokens; each round merges the most frequent
+    adjacent pair whose concatenation is not a token yet (ties: the smaller bytes), everywhere."""
+    chunks = Counter(c for t in texts for c in regex.findall(pattern, t))
+    words = {c: [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(c)] for c in chunks}
+    known, merges = set(ranks), []
+    while len(merges) < count:
+        pairs = Counter()
+        for chunk, parts in words.items():
+            for pair in zip(parts, parts[1:]):
+                pairs[pair] += chunks[chunk]
+        candidates = [(-n, pair) for pair, n in pairs.items() if pair[0] + pair[1] not in known]
+        if not candidates:
+            break
+        left, right = min(candidates)[1]
+        merges.append((left, right))
+        known.add(left + right)
+        for chunk, parts in words.items():
+            merged, i = [], 0
+            while i < len(parts):
+                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == (left, right):
+                    merged.append(left + right)
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            words[chunk] = merged
+    return merges
+
+
+def old_pieces(ranks, merges):
+    """Each new token as the old ids it is made of: a piece that is itself new (merged earlier
+    in the list) stands for its own pieces, so every new row is a mean of old rows."""
+    made_of = {}
+    for left, right in merges:
+        made_of[left + right] = [t for piece in (left, right) for t in made_of.get(piece, [ranks.get(piece)])]
+    return [made_of[left + right] for left, right in merges]
+
+
+def extended_encoding(info, ranks, merges):
+    """The tokenizer with the merges appended as ids V, V + 1, ...; end-of-text keeps V - 1."""
+    V = info["vocab_size"]
+    return make_encoding(info, {**ranks, **{left + right: V + i for i, (left, right) in enumerate(merges)}})
+
+
+def encode_docs(enc, docs):
+    """Each document's tokens followed by end-of-text, as prepare.py lays them out: int64 (N,)."""
+    return np.array([t for d in docs for t in (*enc.encode_ordinary(d), enc.eot_token)], dtype=np.int64)
+
+
+def adapt(model, ids, old_vocab, steps, lr, batch_size, seed=0):
+    """steps of AdamW on windows of ids, moving only the rows of new tokens (ids >= old_vocab)."""
+    rows = [p for p in model.parameters() if p.dim() == 2 and p.size(0) == model.config.vocab_size]
+    for p in model.parameters():
+        p.requires_grad_(any(p is r for r in rows))
+    for p in rows:
+        p.register_hook(lambda g: torch.cat([torch.zeros_like(g[:old_vocab]), g[old_vocab:]]))
+    optimizer = torch.optim.AdamW(rows, lr=lr, weight_decay=0.0)  # a zero gradient with zero state: no move
+    block, generator = model.config.block_size, torch.Generator().manual_seed(seed)
+    data = torch.from_numpy(ids)
+    model.train()
+    for _ in range(steps):
+        starts = torch.randint(len(data) - block - 1, (batch_size,), generator=generator)
+        x = torch.stack([data[s:s + block] for s in starts])
+        y = torch.stack([data[s + 1:s + block + 1] for s in starts])
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    model.eval()
+
+
+def measure(model, enc, ids, counts, old_vocab, args):
+    """Bits per byte of ids, and mean loss by train-count bucket (old tokens) and of new tokens."""
+    autocast = torch.autocast("cpu", enabled=False)
+    targets, losses = evaluate.token_losses(model, ids, None, args.batch_size, autocast)
+    new = targets >= old_vocab
+    return {**evaluate.run_val(targets, losses, enc, "second half"),
+            "buckets": bucket_losses(targets[~new], losses[~new], counts),
+            "new_tokens": {"n": int(new.sum()), "loss": float(losses[new].mean()) if new.any() else None}}
+
+
+def train_counts(directory, meta):
+    """How often each id occurs in the training split: int64 (V,)."""
+    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
+    for shard in open_split(directory, meta, "train"):
+        for start in range(0, len(shard), SCAN_TOKENS):
+            counts += np.bincount(shard[start:start + SCAN_TOKENS], minlength=meta["vocab_size"])
+    return counts
+
+
+def extend_run(path, args):
+    """The protocol on one run: its numbers before and after."""
+    ckpt = load_checkpoint(path)
+    model, enc = build_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
+    directory, meta = evaluate.prepared(ckpt, args)
+    val = np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, "val")])
+    eot = enc.eot_token
+    docs = [enc.decode_bytes(d[d != eot].tolist()).decode("utf-8", errors="replace")
+            for d in np.split(val, np.flatnonzero(val == eot) + 1)]
+    first, second = halves([d for d in docs if d])
+    info, V = ckpt["tokenizer"]["info"], ckpt["model_config"]["vocab_size"]
+    ranks = parse_ranks(ckpt["tokenizer"]["ranks"].encode())
+    merges = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
+    new_enc = extended_encoding(info, ranks, merges)
+    pieces = old_pieces(ranks, merges)
+    counts = train_counts(directory, meta)
+    before = measure(model, enc, encode_docs(enc, second), counts, V, args)
+    codes_from = ckpt["model_config"].get("codes_from")
+    source = read_code_source(codes_from, V) if codes_from else None  # frozen codes' table, for new words
+    try:
+        note = model.add_tokens(pieces, [a + b for a, b in merges], source)
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from None
+    if args.adapt_steps:
+        adapt(model, encode_docs(new_enc, first), V, args.adapt_steps, args.adapt_lr, args.batch_size)
+    after = measure(model, new_enc, encode_docs(new_enc, second), counts, V, args)
+    return {"run": str(path.parent), "input": ckpt["model_config"]["input"], "seed": ckpt["settings"]["seed"],
+            "vocab_size": V, "new_tokens": len(merges), "examples": [(a + b).decode("utf-8", "replace") for a, b in merges[:8]],
+            "input_note": note, "before": before, "after": after, "bpb_change": after["bpb"] / before["bpb"] - 1}
+
+
+def free_and_aliased(note):
+    return f"{note['free_codes']} / {note['aliased']}" if note else ""
+
+
+def report(command, rows, args):
+    """Markdown: the mean relative change per input, then every run."""
+    by_input = {}
+    for r in rows:
+        by_input.setdefault(r["input"], []).append(r)
+    lines = [f"# Adding {args.new_tokens} words after training", "", f"`{command}`, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; protocol: extend.py's docstring, "
+             f"adaptation steps: {args.adapt_steps}.", "",
+             "| input | runs | bits/byte before | bits/byte after | relative change (mean ± std) | loss on new tokens | binary codes: free / aliased |",
+             "|---|---|---|---|---|---|---|"]
+    for kind, rs in by_input.items():
+        changes = [r["bpb_change"] for r in rs]
+        std = statistics.stdev(changes) if len(changes) > 1 else 0.0
+        note = rs[0]["input_note"]
+        lines.append(f"| {kind} | {len(rs)} | {statistics.mean(r['before']['bpb'] for r in rs):.4f} | "
+                     f"{statistics.mean(r['after']['bpb'] for r in rs):.4f} | {100 * statistics.mean(changes):+.2f}% ± "
+                     f"{100 * std:.2f}% | {statistics.mean(r['after']['new_tokens']['loss'] for r in rs):.3f} | "
+                     f"{free_and_aliased(note)} |")
+    labels = [b["train_count"] for b in rows[0]["before"]["buckets"]]
+    lines += ["", "Loss (nats) of old tokens by train count, before -> after, mean over runs:", "",
+              "| input | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for kind, rs in by_input.items():
+        cells = []
+        for j in range(len(labels)):
+            pair = [[r[when]["buckets"][j]["loss"] for r in rs] for when in ("before", "after")]
+            cells.append("" if None in pair[0] + pair[1] else f"{statistics.mean(pair[0]):.2f} -> {statistics.mean(pair[1]):.2f}")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += ["", f"New tokens, e.g.: {', '.join(repr(w) for w in rows[0]['examples'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = ArgumentParser(prog="extend.py", description=__doc__.split("\n")[0])
+    p.add_argument("--ckpt", nargs="+", required=True, help="run directories (out/<run>) or .pt files")
+    p.add_argument("--new_tokens", type=int, default=64, help="M, the words added")
+    p.add_argument("--adapt_steps", type=int, default=0, help="AdamW steps on the new rows only (0: none)")
+    p.add_argument("--adapt_lr", type=float, default=1e-3)
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--data_dir", default="data")
+    p.add_argument("--dataset", default=None, help="prepared dataset (default: the one each run trained on)")
+    p.add_argument("--name", default="extension", help="writes results/<name>.md and .json")
+    p.add_argument("--results_dir", default="results")
+    with user_errors("extend.py"):
+        args = p.parse_args(argv)
+        require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
+        require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
+        results = evaluate.writable_output(Path(args.results_dir) / f"{args.name}.md")
+        rows = []
+        for ckpt in args.ckpt:
+            print(f"== {ckpt}", file=sys.stderr, flush=True)
+            rows.append(extend_run(find_checkpoint(ckpt), args))
+            r = rows[-1]
+            print(f"{r['input']}: {r['before']['bpb']:.4f} -> {r['after']['bpb']:.4f} bits/byte "
+                  f"({100 * r['bpb_change']:+.2f}%)", file=sys.stderr, flush=True)
+        command = " ".join(["python extend.py", *argv])
+        write_atomic(results, report(command, rows, args))
+        write_atomic(results.with_suffix(".json"), json.dumps({"command": command, "runs": rows}, indent=2))
+    print(results.read_text())
+
+
+if __name__ == "__main__":
+    main()
