@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model import GPT, GPTConfig
+from inputs import make_input
+from model import GPT, GPTConfig, Rotary
+from ternary import Int8TernaryLinear
 from settings import UserError, write_atomic
 
 CKPT_NAME = "ckpt.pt"
@@ -127,13 +129,38 @@ def read_code_source(path, vocab_size):
 
 
 def build_model(ckpt):
-    """The GPT a checkpoint describes, with its weights loaded."""
+    """The GPT a checkpoint (or a packed export, export.py) describes, with its weights loaded."""
     try:
-        model = GPT(GPTConfig(**ckpt["model_config"]))
+        config = GPTConfig(**ckpt["model_config"])
+        if "ternary" in ckpt:
+            return build_packed(config, ckpt)
+        model = GPT(config)
         model.load_state_dict(ckpt["model"])
-    except (TypeError, ValueError, RuntimeError) as e:
+    except (TypeError, ValueError, RuntimeError, KeyError) as e:
         reason = str(e).splitlines()[0][:200]
         raise UserError(f"checkpoint weights do not fit its model config: {reason}") from None
+    return model
+
+
+def build_packed(config, ckpt):
+    """A GPT from a packed ternary export whose body never exists in float: the model is built
+    on the meta device (shapes, no memory), each ternary Linear is replaced by an int8 one from
+    its packed weights, and the rest is loaded in float32 from the file."""
+    with torch.device("meta"):
+        model = GPT(config)
+    model.wte = make_input(config)  # real modules for the parts with derived (unsaved) buffers
+    model.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
+    for name, layer in ckpt["ternary"].items():
+        parent, child = name.rsplit(".", 1)
+        setattr(model.get_submodule(parent), child, Int8TernaryLinear(layer["packed"], layer["in_features"], layer["gamma"]))
+    rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
+    missing, unexpected = model.load_state_dict(rest, strict=False, assign=True)
+    if unexpected or any(not k.endswith((".weight_t", ".gamma")) for k in missing):
+        raise ValueError(f"the packed file does not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    if config.tie_weights:
+        model.lm_head.weight = model.wte.weight
+    if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
+        raise ValueError("the packed file leaves part of the model without weights")
     return model
 
 

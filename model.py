@@ -28,6 +28,9 @@ from torch.nn import functional as F
 
 from codes import code_bits, code_values, lift_index
 from inputs import INPUTS, make_input, mean_rows
+from ternary import BitLinear
+
+BODIES = ("float", "ternary")
 
 
 class Rotary(nn.Module):
@@ -82,12 +85,17 @@ class LayerKV:
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos], mask
 
 
+def body_linear(config, n_in, n_out):
+    """Every Linear inside the blocks: float, or BitNet b1.58 ternary (ternary.py) for body='ternary'."""
+    return (BitLinear if config.body == "ternary" else nn.Linear)(n_in, n_out, bias=config.bias)
+
+
 class CausalSelfAttention(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.c_attn = body_linear(config, config.n_embd, 3 * config.n_embd)
+        self.c_proj = body_linear(config, config.n_embd, config.n_embd)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.n_head = config.n_head
         self.n_embd = config.n_embd
@@ -114,9 +122,9 @@ class MLP(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_fc = body_linear(config, config.n_embd, 4 * config.n_embd)
         self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.c_proj = body_linear(config, 4 * config.n_embd, config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -157,10 +165,13 @@ class GPTConfig:
     pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
     code_dim: int = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
     codes_from: str = ""  # 'frozen': the V x d table its codes were derived from (provenance)
+    body: str = "float"  # the blocks' Linears: 'float', or 'ternary' (BitNet b1.58, ternary.py)
 
     def __post_init__(self):
         if self.input not in INPUTS:
             raise ValueError(f"unknown input {self.input!r}; choose one of {INPUTS}")
+        if self.body not in BODIES:
+            raise ValueError(f"unknown body {self.body!r}; choose one of {BODIES}")
         for key in ("block_size", "n_layer", "n_head", "n_embd"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be at least 1, not {getattr(self, key)}")

@@ -68,6 +68,7 @@ rope_base = 10000.0  # rotary base, as RoFormer
 pos_dim = 16  # 'kronecker': bytes kept per token (the Kronecker paper's runs)
 code_dim = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
 codes_from = ""  # 'frozen': derive its codes from this learned run (out/<run>) or V x d tensor file
+body = "float"  # the blocks' Linears: 'float' or 'ternary' (BitNet b1.58 weights and activations)
 # batch (our choice, following GPT-3's ~0.5M tokens per step):
 # tokens per step = gradient_accumulation_steps * batch_size * block_size = 524,288
 gradient_accumulation_steps = 32  # over all ranks; each of N ranks does 1/N of them

@@ -1,0 +1,61 @@
+"""Export a trained checkpoint to a compact file that runs without the training checkpoint.
+
+    python export.py --ckpt out/ --out out/model.ternary.pt         # a body='ternary' run
+    python sample.py --ckpt out/model.ternary.pt                    # integer CPU inference from it
+
+ternary: the packed BitNet b1.58 model. Each ternary Linear of the body becomes 2 bits a weight
+(ternary.pack_ternary) and one float32 scale gamma; every float matrix outside the body (the
+output head, a learned input table, a Kronecker projection) is stored in float16; norms, biases
+and the input code's buffers (nothing for binary, A and b for affine, the packed codes for
+frozen) as trained; with the config and the tokenizer. It is a dict of tensors and plain
+values, read with torch.load(weights_only=True) like a checkpoint, so sample.py and eval.py load
+it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 weights and
+multiply in integers (ternary.Int8TernaryLinear).
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from checkpoint import build_model, load_checkpoint
+from settings import ArgumentParser, UserError, user_errors, write_atomic
+from ternary import BitLinear, absmean_ternary, pack_ternary
+
+FORMAT = "tablefree-ternary-1"
+
+
+def ternary_export(model, ckpt):
+    """The packed file's contents for a trained model with a ternary body."""
+    if model.config.body != "ternary":
+        raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
+                        f"(train with --body=ternary)")
+    layers, packed_names = {}, set()
+    for name, module in model.named_modules():
+        if isinstance(module, BitLinear):
+            w_t, gamma = absmean_ternary(module.weight.detach().float())
+            layers[name] = {"packed": pack_ternary(w_t), "in_features": module.in_features, "gamma": gamma}
+            packed_names.add(f"{name}.weight")
+    params = {name for name, _ in model.named_parameters()}
+    rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
+            for name, t in model.state_dict().items() if name not in packed_names}
+    return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
+            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers}
+
+
+def main(argv=None):
+    p = ArgumentParser(prog="export.py", description=__doc__.split("\n")[0])
+    p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
+    p.add_argument("--out", help="the file to write (default: model.ternary.pt beside the checkpoint)")
+    with user_errors("export.py"):
+        args = p.parse_args(argv)
+        ckpt = load_checkpoint(args.ckpt)
+        model = build_model(ckpt)
+        out = Path(args.out) if args.out else Path(args.ckpt if os.path.isdir(args.ckpt) else Path(args.ckpt).parent) / "model.ternary.pt"
+        write_atomic(out, lambda f: torch.save(ternary_export(model, ckpt), f))
+    print(f"wrote {out}: {out.stat().st_size / 1e6:.2f} MB", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
