@@ -16,8 +16,7 @@ memory:   peak memory of a training step per input (each in its own process), wi
           micro-batches per step, and the saving against the theoretical 16 bytes (fp32
           parameter + gradient + AdamW state) per input parameter fewer than the learned table.
 input:    forward + backward time of each input module alone, next to nn.Embedding.
-generate: tokens/s and time to first token of sampling with the KV cache and with full
-          recomputation, batch 1 and 8, for 256 and 1024 new tokens.
+generate, ternary: inference, in bench_infer.py (the KV cache; the packed ternary model).
 prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
           tiktoken.encode_ordinary_batch on the same documents.
 """
@@ -36,6 +35,7 @@ from pathlib import Path
 import torch
 
 import prepare
+from bench_infer import bench_generate, bench_ternary, memory_status, sync
 from corpus import fetch_source
 from inputs import INPUTS, make_input
 from model import GPT, GPTConfig
@@ -48,12 +48,6 @@ def machine():
             "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
             "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
-
-
-def sync(device):
-    """Wait for queued GPU work, so a clock read after it measures the work, not its launch."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
 
 
 def bench_prepare(args):
@@ -88,43 +82,6 @@ def bench_prepare(args):
     table += ["", f"prepare.py reaches {best / rows[-1]['tok_s']:.2f}x the raw encoder's rate (target: at least 0.5x)."]
     return rows, table
 
-
-@torch.no_grad()
-def bench_generate(args):
-    """Sampling speed of the quick-start model shape (untrained weights: speed does not depend on them)."""
-    lengths = (32, 64) if args.quick else (256, 1024)
-    config = GPTConfig(vocab_size=1024, n_layer=4, n_head=4, n_embd=160, block_size=max(lengths) + 16, input="binary")
-    torch.manual_seed(0)
-    model = GPT(config).to(args.device).eval()
-    rows = []
-    for batch in (1, 8):
-        prompt = torch.randint(0, 1024, (batch, 16), device=args.device)
-        for new_tokens in lengths:
-            for use_cache in (True, False):
-                start = time.perf_counter()
-                with args.autocast:
-                    steps = model.generate(prompt, new_tokens, temperature=1.0, use_cache=use_cache)
-                    next(steps)
-                    sync(args.device)
-                    first = time.perf_counter() - start
-                    for _ in steps:
-                        pass
-                sync(args.device)
-                seconds = time.perf_counter() - start
-                rows.append({"batch": batch, "new_tokens": new_tokens, "kv_cache": use_cache, "seconds": seconds,
-                             "tok_s": batch * new_tokens / seconds, "first_token_ms": 1000 * first})
-    table = [f"Model: the quick-start shape (4 layers, n_embd 160, V = 1,024, binary input), block_size "
-             f"{config.block_size}, prompt 16 tokens, {args.dtype_name}.", "",
-             "| batch | new tokens | KV cache | tokens/s | first token (ms) | speed-up |", "|---|---|---|---|---|---|"]
-    for cached, full in zip(rows[::2], rows[1::2]):
-        for r in (cached, full):
-            speedup = f"{cached['tok_s'] / full['tok_s']:.1f}x" if r is cached else ""
-            table.append(f"| {r['batch']} | {r['new_tokens']} | {'yes' if r['kv_cache'] else 'no'} | "
-                         f"{r['tok_s']:,.0f} | {r['first_token_ms']:.1f} | {speedup} |")
-    longest = [c["tok_s"] / f["tok_s"] for c, f in zip(rows[::2], rows[1::2]) if c["new_tokens"] == max(lengths)]
-    table += ["", "Target:", f"- KV cache at {max(lengths)} new tokens: {min(longest):.1f}x faster than recomputation "
-              f"at worst (target 5x): {'met' if min(longest) >= 5 else 'NOT met'}"]
-    return rows, table
 
 SHAPES = {  # (GPTConfig fields, batch size); --quick shrinks the second
     "quick-start": (dict(vocab_size=1024, n_layer=4, n_head=4, n_embd=160, block_size=128), 16),
@@ -283,19 +240,8 @@ def memory_probe(kind, micro_batches, quick, device):
         training_step(model, optimizer, [(x, x)] * micro_batches, args.autocast)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     state = sum(s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
-    peak = torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else peak_rss()
+    peak = torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else memory_status("VmHWM")
     print(json.dumps({"peak": peak, "params": params, "grads": params, "adam": state}))
-
-
-def peak_rss():
-    """This process's peak resident memory in bytes. Linux's VmHWM belongs to the process image;
-    getrusage's ru_maxrss would also count the parent's peak, which survives fork + exec."""
-    status = Path("/proc/self/status")
-    if status.exists():
-        line = next(l for l in status.read_text().splitlines() if l.startswith("VmHWM:"))
-        return int(line.split()[1]) * 1024  # kB
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # macOS reports bytes
 
 
 def bench_memory(args):
@@ -367,7 +313,7 @@ def bench_input(args):
 
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
-            "prepare": bench_prepare}
+            "ternary": bench_ternary, "prepare": bench_prepare}
 
 
 def parse_args(argv):

@@ -1,8 +1,8 @@
 """Does removing the trainable input table hurt? Train every input (learned, binary, affine,
-kronecker) over several seeds, everything else equal, score each run's spelling and echo probes
-(eval.py), and write the table: results/<name>.md, .json and .png.
+kronecker, frozen) and a ternary body over several seeds, everything else equal, score each
+run's spelling and echo probes (eval.py), and write the table: results/<name>.md, .json, .png.
 
-    python prepare.py --dataset shakespeare-plays && python compare.py --preset cpu   # ~75 min, 2 cores
+    python prepare.py --dataset shakespeare-plays && python compare.py --preset cpu   # ~2 h, 2 cores
     torchrun --nproc_per_node=8 compare.py --preset gpu                              # the papers' table
     python compare.py config/my.py --name mine --seeds 5 --max_iters=2000            # any config
 
@@ -12,7 +12,10 @@ and b: the table doubles as the papers' robustness check on the code assignment.
 log already holds its final evaluation is not redone; an interrupted one resumes from its
 checkpoint, so interrupting compare.py and starting it again loses at most one eval interval.
 The Kronecker input replaces the table with a learned projection, so its trainable input
-parameters are not zero: the table's "input params" column says how many.
+parameters are not zero: the table's "input params" column says how many. The frozen input's
+codes come from the learned run of the same seed (trained first): it starts from what that run
+learned, which a like-for-like comparison with learned must keep in mind. 'binary+ternary' is
+the binary input with a ternary body (body='ternary'), compared with the float body too.
 """
 
 import json
@@ -27,9 +30,11 @@ import train
 from bench import machine
 from checkpoint import read_log
 from inputs import INPUTS
+from model import BODIES
 from settings import ArgumentParser, UserError, require, resolve, user_errors, write_atomic
 
 PRESETS = {"cpu": "config/compare_cpu.py", "gpu": "config/binary.py"}
+KINDS = (*INPUTS, "binary+ternary")  # every input with the float body, and the ternary body's cost
 PROBES = ("spelling", "echo")  # eval.py's committed probe sets, scored on every finished run
 
 
@@ -108,15 +113,20 @@ def summarize(runs):
                 summary[kind][key], summary[kind][f"{key}_std"] = mean_std([p[key] for p in probes])
             summary[kind]["spelling_by_category"] = {c: statistics.mean(p["spelling_by_category"][c] for p in probes)
                                                      for c in probes[0]["spelling_by_category"]}
-    if "learned" in summary:
-        base = summary["learned"]
-        for kind in (k for k in summary if k != "learned"):
-            s = summary[kind]
-            gap = s["val_loss"] - base["val_loss"]
-            stderr = math.sqrt(s["val_loss_std"] ** 2 / s["seeds"] + base["val_loss_std"] ** 2 / base["seeds"])
-            s["vs_learned"] = {"loss_gap": gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr,
-                               "exceeds_seed_variation": abs(gap) > 2 * stderr}
+    for kind, s in summary.items():
+        if kind != "learned" and "learned" in summary:
+            s["vs_learned"] = gap(s, summary["learned"])
+        if "+" in kind and kind.partition("+")[0] in summary:  # another body against the float one
+            s["vs_float"] = gap(s, summary[kind.partition("+")[0]])
     return summary
+
+
+def gap(s, base):
+    """s's mean val loss minus base's, with the standard error of the difference of two means."""
+    loss_gap = s["val_loss"] - base["val_loss"]
+    stderr = math.sqrt(s["val_loss_std"] ** 2 / s["seeds"] + base["val_loss_std"] ** 2 / base["seeds"])
+    return {"loss_gap": loss_gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr,
+            "exceeds_seed_variation": abs(loss_gap) > 2 * stderr}
 
 
 def report(name, command, machine, summary):
@@ -134,12 +144,13 @@ def report(name, command, machine, summary):
                      f"{s['wall_s'] / 60:.1f} min |")
     lines.append("")
     for kind, s in summary.items():
-        if "vs_learned" in s:
-            v = s["vs_learned"]
-            verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
-            lines.append(f"- {kind} vs learned: val loss {v['loss_gap']:+.4f} nats (perplexity "
-                         f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
-                         f"seed variation (|gap| > 2 standard errors).")
+        for key, against in (("vs_learned", "learned"), ("vs_float", f"{kind.partition('+')[0]} (float body)")):
+            if key in s:
+                v = s[key]
+                verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
+                lines.append(f"- {kind} vs {against}: val loss {v['loss_gap']:+.4f} nats (perplexity "
+                             f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
+                             f"seed variation (|gap| > 2 standard errors).")
     for kind, s in summary.items():
         if "code_quality" in s:
             q = s["code_quality"]
@@ -184,7 +195,7 @@ def plot(runs, path):
         print("matplotlib is not installed: no plot (pip install matplotlib)")
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for color, (kind, rs) in zip(("tab:blue", "tab:orange", "tab:green", "tab:red"), runs.items()):
+    for color, (kind, rs) in zip((f"C{i}" for i in range(10)), runs.items()):
         for k, r in enumerate(rs):
             steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
             ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)
@@ -197,8 +208,10 @@ def plot(runs, path):
 
 def run_settings(base, kind, seed, root):
     """One run's settings: the preset's, with its input and seed (affine also draws its A and b
-    from it); 'frozen' derives its codes from the preset's own learned run of the same seed."""
-    settings = {**base, "input": kind, "seed": seed, "code_seed": seed}
+    from it); 'frozen' derives its codes from the preset's own learned run of the same seed.
+    A kind 'input+body' also sets the body: 'binary+ternary' is binary input, ternary body."""
+    kind, _, body = kind.partition("+")
+    settings = {**base, "input": kind, "seed": seed, "code_seed": seed, **({"body": body} if body else {})}
     if kind == "frozen":
         source = run_dir(root, "learned", seed)
         if not finished(source, base["max_iters"]):
@@ -235,7 +248,8 @@ def main(argv=None):
     p.add_argument("--preset", choices=PRESETS, help="cpu (config/compare_cpu.py) or gpu (the papers' 32-layer config)")
     p.add_argument("--name", help="names results/<name>.* and out-compare/<name>/ (default: the preset)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per input (the papers used 3)")
-    p.add_argument("--inputs", default=",".join(INPUTS))
+    p.add_argument("--inputs", default=",".join(KINDS),
+                   help="comma-separated inputs, each optionally +body (binary+ternary: a ternary body)")
     p.add_argument("--results_dir", default="results")
     p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
     master = int(os.environ.get("RANK", 0)) == 0
@@ -243,7 +257,8 @@ def main(argv=None):
         args, rest = p.parse_known_args(argv)
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         kinds = args.inputs.split(",")
-        require(set(kinds) <= set(INPUTS), "--inputs", args.inputs, f"a comma-separated list of {', '.join(INPUTS)}")
+        require(all(k.partition("+")[0] in INPUTS and k.partition("+")[2] in ("", *BODIES) for k in kinds), "--inputs",
+                args.inputs, f"a comma-separated list of {', '.join(INPUTS)}, each optionally +{'/+'.join(BODIES)}")
         name = args.name or args.preset or "compare"
         base = resolve(train.DEFAULTS, ([PRESETS[args.preset]] if args.preset else []) + rest)
         train.check_settings(base)  # a bad setting is refused before the first run, not after some

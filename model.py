@@ -13,6 +13,7 @@ The binary and affine codes are those of A. Bochkov, "Language Models Without a 
 Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); the
 byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); the frozen sign-PCA code is the
 recipe the 1.7B-class follow-up describes for its ternary system; codes.py has the formulas.
+The body's Linears are float, or ternary (GPTConfig.body = 'ternary': BitNet b1.58, ternary.py).
 Everything after the input is the same GPT in every variant, with an untied trainable head:
 GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are
 Unsupervised Multitask Learners"), with rotary positions instead of a position table.
@@ -248,7 +249,7 @@ class GPT(nn.Module):
         if start + T > self.config.block_size:
             raise ValueError(f"{start + T} positions exceed block_size={self.config.block_size}")
         rope = self.rotary(start, T)
-        x = self.drop(self.wte(idx))  # (B, T, n_embd)
+        x = self.drop(self.wte(idx).to(self.ln_f.weight.dtype))  # (B, T, n_embd), in a cast model's dtype
         for i, block in enumerate(self.h):
             x = block(x, rope, cache[i] if cache else None)
         x = self.ln_f(x)

@@ -1,9 +1,11 @@
-"""Train a GPT with a learned, binary, affine or Kronecker token input. Reads top to bottom.
+"""Train a GPT with a learned, binary, affine, Kronecker or frozen token input. Reads top to bottom.
 
     python train.py config/shakespeare.py                          # CPU quick start
     python train.py config/shakespeare.py --input=learned          # the baseline
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
     python train.py config/shakespeare.py --init_from=resume       # continue out_dir's run
+    python train.py config/shakespeare.py --input=frozen --codes_from=out-learned   # codes from a learned run
+    python train.py config/shakespeare.py --body=ternary           # a BitNet b1.58 body (export.py packs it)
 
 The settings below are the defaults; config files and --key=value override them (settings.py).
 Randomness is a pure function of (seed, rank, step), so a resumed run repeats exactly what the

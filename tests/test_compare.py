@@ -54,8 +54,11 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
     compare.main(argv)
     results = json.loads((tmp_path / "results" / "tiny.json").read_text())
     table = (tmp_path / "results" / "tiny.md").read_text()
-    assert "| binary | 2 |" in table and set(results["summary"]) == set(INPUTS)
-    assert "| kronecker | " in table and "| category | learned | binary | affine | kronecker | frozen |" in table
+    assert "| binary | 2 |" in table and list(results["summary"]) == [*INPUTS, "binary+ternary"]
+    assert "| category | learned | binary | affine | kronecker | frozen | binary+ternary |" in table
+    ternary = json.loads((tmp_path / "runs" / "binary+ternary-seed1" / "config.json").read_text())["model"]
+    assert (ternary["input"], ternary["body"], ternary["code_seed"]) == ("binary", "ternary", 1)
+    assert "vs_float" in results["summary"]["binary+ternary"] and "- binary+ternary vs binary (float body)" in table
     frozen = [json.loads((tmp_path / "runs" / f"frozen-seed{k}" / "config.json").read_text()) for k in (0, 1)]
     assert [f["model"]["codes_from"] for f in frozen] == [str(tmp_path / "runs" / f"learned-seed{k}") for k in (0, 1)]
     quality = results["summary"]["frozen"]["code_quality"]
