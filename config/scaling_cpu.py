@@ -1,0 +1,29 @@
+"""scaling.py's base point: compare.py's CPU preset on the larger cpu-mix corpus.
+
+    python prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024
+    python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
+    python scaling.py                                  # the grid in scaling.POINTS, from this base
+
+cpu-mix is Shakespeare's 38 plays, the King James Bible (66 books) and gensim's Wikipedia sample
+(105 articles): 12.1 MB of text in 209 documents, whole documents held out (val_fraction 0.1).
+The base point is the CPU preset's model and budget (6 layers, n_embd 160, 1,200 steps of 2,048
+tokens = 2.46M tokens); scaling.py varies the width, the tokens, the vocabulary and the
+learning rate one at a time from here. Optimizer settings as the CPU preset (our choice).
+"""
+dataset = "cpu-mix-1k"
+eval_interval = 200
+eval_iters = 40
+log_interval = 100
+n_layer = 6
+n_head = 4
+n_embd = 160
+block_size = 128
+dropout = 0.0
+batch_size = 16
+gradient_accumulation_steps = 1
+learning_rate = 2e-3
+max_iters = 1200
+lr_decay_iters = 1200
+warmup_iters = 50
+min_lr = 2e-4
+compile = False

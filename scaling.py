@@ -1,0 +1,218 @@
+"""Does the learned table's advantage shrink with scale? Learned vs fixed-code inputs over a grid
+of widths, token budgets, vocabularies and learning rates, on two CPU cores.
+
+    python prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024
+    python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
+    python scaling.py                        # the whole grid, resumable: results/scaling.md, .json, .png
+    python scaling.py --points base,width-64 --seeds 1                 # a part of it
+
+Every run is a compare.py run (train.train through compare.run_all: the same resume, statistics
+and probes-free table code) from config/scaling_cpu.py with one change per point (POINTS). An
+interrupted grid continues where it stopped; before each input of each point it prints how many
+runs are left and an estimate of the time they need, from the FLOP/s the finished runs measured.
+
+The gap at a point is an input's mean val bits per byte minus learned's over the seeds, with the
+standard error of the difference (bits per byte, not nats per token: the vocabulary changes the
+token count). The fit (our choice) is a straight line gap = a + b log10(C) through an axis's
+points, C the training compute (train.py's FLOPs per token x tokens), weighted by 1 / stderr^2,
+and read at the papers' compute; with three points and an extrapolation over six or more
+decades it says which way the trend points, not what the papers' gap is.
+"""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import compare
+import train
+from bench import machine
+from dataset import read_meta
+from model import GPT
+from settings import ArgumentParser, require, resolve, user_errors, write_atomic
+
+BASE = "config/scaling_cpu.py"
+POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so early results are useful
+    "base": ("base", {}, ("learned", "binary")),
+    "width-64": ("width", {"n_embd": 64}, ("learned", "binary")),
+    "vocab-8k": ("vocab", {"dataset": "cpu-mix-8k"}, ("learned", "binary")),
+    "lr-1e-3": ("lr", {"learning_rate": 1e-3, "min_lr": 1e-4}, ("learned", "binary")),
+    "lr-4e-3": ("lr", {"learning_rate": 4e-3, "min_lr": 4e-4}, ("learned", "binary")),
+    "tokens-2x": ("tokens", {"max_iters": 2400, "lr_decay_iters": 2400}, ("learned", "binary")),
+    "tokens-4x": ("tokens", {"max_iters": 4800, "lr_decay_iters": 4800}, ("learned", "binary")),
+    "width-384": ("width", {"n_embd": 384}, ("learned", "binary", "affine")),  # the largest point
+}
+AXES = ("width", "tokens", "vocab", "lr")  # the base point sits on every axis
+PAPERS = "config/binary.py"  # the papers' 32-layer shape and 17B tokens, for the extrapolation
+
+
+def point_settings(base, name):
+    return {**base, **POINTS[name][1]}
+
+
+def compute_of(settings, data_dir):
+    """(training FLOPs, vocabulary, table share of learned's parameters, epochs) of a point, from
+    its config alone: the model is built on the meta device (no memory, no time)."""
+    meta = read_meta(Path(data_dir) / settings["dataset"])
+    s = train.check_settings({**settings, "input": "binary"})  # the FLOPs are the same for every input
+    with torch.device("meta"):
+        model = GPT(train.model_config(s, meta["vocab_size"]))
+    tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
+    table = meta["vocab_size"] * s.n_embd  # learned's trainable parameters = binary's + the table
+    return (model.flops_per_token() * tokens, meta["vocab_size"], table / (model.param_counts()["trainable"] + table),
+            tokens / meta["splits"]["train"]["tokens"])
+
+
+def papers_compute():
+    """Training FLOPs of the papers' runs: config/binary.py's shape, V = 65,536, ~17B tokens."""
+    s = train.check_settings(resolve(train.DEFAULTS, [PAPERS]))
+    with torch.device("meta"):
+        model = GPT(train.model_config(s, 65536))
+    return model.flops_per_token() * s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
+
+
+def estimate(todo, done):
+    """Hours left: the remaining runs' FLOPs at the FLOP/s of the finished ones (None before any)."""
+    if not done:
+        return None
+    rate = sum(f for f, _ in done) / sum(w for _, w in done)
+    return sum(todo) / rate / 3600
+
+
+def fit(points):
+    """Weighted least squares gap = a + b x, x = log10 C, weights 1 / stderr^2: (a, b, covariance)."""
+    x = np.array([math.log10(p["compute"]) for p in points])
+    y = np.array([p["gap"] for p in points])
+    w = np.array([1 / max(p["stderr"], 1e-4) ** 2 for p in points])
+    X = np.stack([np.ones_like(x), x], axis=1)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    a, b = cov @ X.T @ (w * y)
+    return float(a), float(b), cov
+
+
+def analyse(rows, papers):
+    """Per axis: the line through its points (base included) and its reading at the papers' compute."""
+    fits = {}
+    for axis in ("width", "tokens"):
+        points = [r for r in rows if r["axis"] in (axis, "base") and r["input"] == "binary"]
+        if len(points) < 2:
+            continue
+        a, b, cov = fit(points)
+        x = math.log10(papers)
+        spread = math.sqrt(cov[0, 0] + 2 * x * cov[0, 1] + x * x * cov[1, 1])
+        fits[axis] = {"a": a, "b_per_decade": b, "b_stderr": math.sqrt(cov[1, 1]), "points": len(points),
+                      "at_papers": a + b * x, "at_papers_stderr": spread,
+                      "zero_at": 10 ** (-a / b) if b < 0 < a or a < 0 < b else None}
+    return fits
+
+
+def report(command, info, rows, fits, papers):
+    lines = ["# Scaling: the learned table's advantage against model width, tokens, vocabulary and learning rate", "",
+             f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, {info['date']}. "
+             f"Base: `{BASE}`; one change per point. gap = input's val bits/byte - learned's (mean over seeds; "
+             f"positive: the learned table is better), ± the standard error of the difference.", "",
+             "| point | axis | n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | seeds | learned bits/byte | "
+             "input | input bits/byte | gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 14]
+    for r in rows:
+        lines.append(f"| {r['point']} | {r['axis']} | {r['n_embd']} | {r['V']:,} | {r['tokens'] / 1e6:.2f}M ({r['epochs']:.1f}) | "
+                     f"{r['lr']:g} | {r['compute']:.2e} | {100 * r['share']:.1f}% | {r['seeds']} | "
+                     f"{r['learned_bpb']:.4f} | {r['input']} | {r['bpb']:.4f} | {r['gap']:+.4f} ± {r['stderr']:.4f} | "
+                     f"{r['loss_gap']:+.4f} ± {r['loss_stderr']:.4f} |")
+    lines += ["", f"Fits (binary vs learned, gap = a + b log10 C, weighted by 1 / stderr^2); the papers' compute "
+              f"C = {papers:.2e} FLOPs (config/binary.py: 32 layers, n_embd 1024, V = 65,536, 17B tokens):", ""]
+    for axis, f in fits.items():
+        zero = f"{f['zero_at']:.1e} FLOPs" if f["zero_at"] else "never (the line does not cross 0)"
+        lines.append(f"- {axis} axis ({f['points']} points): b = {f['b_per_decade']:+.4f} ± {f['b_stderr']:.4f} "
+                     f"bits/byte per decade of compute; gap 0 at {zero}; read at the papers' compute "
+                     f"{f['at_papers']:+.3f} ± {f['at_papers_stderr']:.3f} bits/byte (an extrapolation over "
+                     f"{math.log10(papers) - max(math.log10(r['compute']) for r in rows):.1f} decades).")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path):
+    """The gap against compute and against the table's share of parameters, if matplotlib is installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, label in ((axes[0], "compute", "training compute (FLOPs)"), (axes[1], "share", "table share of learned's parameters")):
+        for i, axis in enumerate(("base", *AXES)):
+            for kind, marker in (("binary", "o"), ("affine", "s")):
+                pts = [r for r in rows if r["axis"] == axis and r["input"] == kind]
+                if pts:
+                    ax.errorbar([p[key] for p in pts], [p["gap"] for p in pts], yerr=[2 * p["stderr"] for p in pts],
+                                fmt=marker, color=f"C{i}", label=f"{axis} ({kind})", capsize=3)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set(xlabel=label, ylabel="gap, bits/byte (input - learned)", xscale="log" if key == "compute" else "linear")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("fixed code minus learned table, ± 2 standard errors")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = ArgumentParser(prog="scaling.py", description=__doc__.split("\n")[0],
+                       epilog="Any other argument is a config file or --key=value setting of train.py, applied to every run.")
+    p.add_argument("--points", default=",".join(POINTS), help=f"comma-separated: {', '.join(POINTS)}")
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--name", default="scaling", help="names results/<name>.* and out-compare/<name>/")
+    p.add_argument("--results_dir", default="results")
+    p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
+    p.add_argument("--base", default=BASE, help="the base point's config file")
+    with user_errors("scaling.py"):
+        args, rest = p.parse_known_args(argv)
+        names = args.points.split(",")
+        require(set(names) <= set(POINTS), "--points", args.points, f"a comma-separated list of {', '.join(POINTS)}")
+        require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
+        base = resolve(train.DEFAULTS, [args.base, *rest])
+        root = Path(args.runs_dir or f"out-compare/{args.name}")
+        plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
+        done, rows = [], []
+        for name in names:
+            axis, _, kinds = POINTS[name]
+            settings = point_settings(base, name)
+            runs = {}
+            for kind in kinds:
+                todo = [plan[n][0] for n in names for k in POINTS[n][2] for seed in range(args.seeds)
+                        if not compare.finished(compare.run_dir(root / n, k, seed), point_settings(base, n)["max_iters"])]
+                hours = estimate(todo, done)
+                print(f"== {name}: {kind}; {len(todo)} run(s) left" +
+                      (f", about {hours:.1f} h at the speed measured so far" if hours else ""), flush=True)
+                runs.update(compare.run_all(settings, [kind], args.seeds, root / name, True))
+                done += [(plan[name][0], r["wall_s"]) for r in runs[kind]]
+            summary = compare.summarize(runs)
+            compute, V, share, epochs = plan[name]
+            for kind in kinds[1:]:
+                g, s = summary[kind]["vs_learned"], summary[kind]
+                rows.append({"point": name, "axis": axis, "input": kind, "n_embd": settings["n_embd"], "V": V,
+                             "tokens": s["tokens"], "epochs": epochs, "lr": settings["learning_rate"], "compute": compute,
+                             "share": share,
+                             "seeds": s["seeds"], "learned_bpb": summary["learned"]["val_bpb"], "bpb": s["val_bpb"],
+                             "gap": g["bpb_gap"], "stderr": g["bpb_stderr"], "loss_gap": g["loss_gap"],
+                             "loss_stderr": g["stderr"]})
+        papers = papers_compute()
+        fits = analyse(rows, papers)
+        command, info = " ".join(["python scaling.py", *argv]), machine()
+        results = Path(args.results_dir)
+        results.mkdir(parents=True, exist_ok=True)
+        table = report(command, info, rows, fits, papers)
+        write_atomic(results / f"{args.name}.md", table)
+        write_atomic(results / f"{args.name}.json", json.dumps({"command": command, "machine": info, "base": base,
+                                                                "points": {n: POINTS[n][:2] for n in names},
+                                                                "rows": rows, "fits": fits, "papers_compute": papers},
+                                                               indent=2, default=str))
+    plot(rows, results / f"{args.name}.png")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""scaling.py's grid and tables on tiny runs. Run: python -m pytest tests/test_scaling.py"""
+
+import json
+import math
+
+import pytest
+
+import scaling
+from conftest import TINY
+
+TINY_POINTS = {  # the grid's shape at a size that runs in seconds
+    "base": ("base", {}, ("learned", "binary")),
+    "width-48": ("width", {"n_embd": 48}, ("learned", "binary")),
+    "tokens-2x": ("tokens", {"max_iters": 8, "lr_decay_iters": 8}, ("learned", "binary", "affine")),
+}
+
+
+def test_point_settings_change_one_thing():
+    base = {"n_embd": 160, "max_iters": 1200, "lr_decay_iters": 1200, "learning_rate": 2e-3, "min_lr": 2e-4,
+            "dataset": "cpu-mix-1k"}
+    assert scaling.point_settings(base, "base") == base
+    assert scaling.point_settings(base, "width-384") == {**base, "n_embd": 384}
+    assert scaling.point_settings(base, "vocab-8k") == {**base, "dataset": "cpu-mix-8k"}
+    changed = {name: {k for k in scaling.point_settings(base, name) if scaling.point_settings(base, name)[k] != base[k]}
+               for name in scaling.POINTS}
+    assert all(len(keys) <= 2 for keys in changed.values())  # (lr points change min_lr with it)
+    assert {axis for axis, _, _ in scaling.POINTS.values()} == {"base", *scaling.AXES}
+    assert all(kinds[0] == "learned" for _, _, kinds in scaling.POINTS.values())  # the gap needs learned first
+
+
+def test_fit_recovers_a_known_line():
+    points = [{"compute": 10.0 ** x, "gap": 0.5 - 0.1 * x, "stderr": 0.01} for x in (12, 13, 14)]
+    a, b, cov = scaling.fit(points)
+    assert a == pytest.approx(0.5) and b == pytest.approx(-0.1) and cov[1, 1] > 0
+    fits = scaling.analyse([{**p, "axis": "tokens", "input": "binary"} for p in points], papers=1e16)
+    assert fits["tokens"]["at_papers"] == pytest.approx(0.5 - 1.6) and fits["tokens"]["zero_at"] == pytest.approx(1e5)
+
+
+def test_estimate_scales_by_measured_speed():
+    assert scaling.estimate([3.6e12], []) is None
+    assert scaling.estimate([7.2e15, 3.6e15], [(1e12, 1.0)]) == pytest.approx(3.0)  # 1e12 FLOP/s: 10,800 s
+
+
+def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(scaling, "POINTS", TINY_POINTS)
+    argv = ["--seeds", "2", "--results_dir", str(tmp_path / "results"), "--runs_dir", str(tmp_path / "runs"),
+            "--base", "config/shakespeare.py", "--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=4",
+            "--lr_decay_iters=4", "--eval_interval=4"]
+    scaling.main(argv)
+    out = capsys.readouterr().out
+    assert "== base: learned; 14 run(s) left" in out and "h at the speed measured so far" in out
+    results = json.loads((tmp_path / "results" / "scaling.json").read_text())
+    rows = results["rows"]
+    assert [(r["point"], r["input"]) for r in rows] == [("base", "binary"), ("width-48", "binary"),
+                                                        ("tokens-2x", "binary"), ("tokens-2x", "affine")]
+    base, wide = rows[0], rows[1]
+    assert base["n_embd"] == 32 and wide["n_embd"] == 48 and base["V"] == 300
+    assert base["share"] == pytest.approx(300 * 32 / (300 * 32 + trainable(tmp_path, "base")))
+    assert rows[2]["compute"] == pytest.approx(2 * base["compute"])  # twice the tokens, the same model
+    assert rows[2]["tokens"] == 8 * 2 * 8 * 32 and rows[2]["epochs"] > base["epochs"]
+    learned = [json.loads((tmp_path / "runs" / "base" / f"learned-seed{k}" / "log.jsonl").read_text().splitlines()[-1])
+               for k in (0, 1)]
+    assert base["learned_bpb"] == pytest.approx(sum(r["val_bpb"] for r in learned) / 2)
+    assert set(results["fits"]) == {"width", "tokens"} and math.isfinite(results["fits"]["tokens"]["at_papers"])
+    table = (tmp_path / "results" / "scaling.md").read_text()
+    assert "| tokens-2x | tokens | 32 | 300 |" in table and "- tokens axis (2 points)" in table
+    monkeypatch.setattr(scaling.compare.train, "train", lambda s: pytest.fail("a finished run was trained again"))
+    scaling.main(argv)  # everything finished: rebuilt from the logs
+    assert "0 run(s) left" in capsys.readouterr().out
+
+
+def trainable(tmp_path, point):
+    config = json.loads((tmp_path / "runs" / point / "binary-seed0" / "config.json").read_text())
+    return config["params"]["trainable"]
