@@ -271,7 +271,7 @@ def clean_wikitext(text):
     text = re.sub(r"\[\[(?:File|Image|Category):(?:[^\[\]]|\[\[[^\]]*\]\])*\]\]", "", text)
     text = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", text)  # [[target|words]] -> words
     text = re.sub(r"\[https?://\S+ ?([^\]]*)\]", r"\1", text)
-    text = re.sub(r"^=+\s*(.*?)\s*=+\s*$", r"\1", text.replace("\'\'\'", "").replace("\'\'", ""), flags=re.M)
+    text = re.sub(r"^=+[ \t]*(.*?)[ \t]*=+[ \t]*$", r"\1", text.replace("\'\'\'", "").replace("\'\'", ""), flags=re.M)
     text = html.unescape(re.sub(r"<[^>]+>", "", text))
     lines = [line.strip().lstrip("*#:; ").strip() for line in text.splitlines()]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"

