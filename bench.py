@@ -185,6 +185,7 @@ def bench_train(args):
         x = torch.randint(0, fields["vocab_size"], (batch, fields["block_size"]), generator=seeded).to(args.device)
         for compiled in (False,) if args.quick else (False, True):  # compiling takes ~30 s a model on a CPU
             raws, runs = {}, {}
+            torch._dynamo.reset()  # a fresh compile cache per round: dynamo keeps at most 8 graphs per function
             for kind in INPUTS:
                 raws[kind], optimizer = new_model(kind, fields, args)
                 runs[kind] = (torch.compile(raws[kind]) if compiled else raws[kind], optimizer)

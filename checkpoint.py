@@ -154,8 +154,11 @@ def build_packed(config, ckpt):
         parent, child = name.rsplit(".", 1)
         setattr(model.get_submodule(parent), child, Int8TernaryLinear(layer["packed"], layer["in_features"], layer["gamma"]))
     rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
+    int8_buffers = {f"{name}.{buffer}" for name in ckpt["ternary"] for buffer in ("weight", "gamma")}
+    if set(rest) & int8_buffers:
+        raise ValueError("the packed file holds a float copy of a ternary layer's weight")
     missing, unexpected = model.load_state_dict(rest, strict=False, assign=True)
-    if unexpected or any(not k.endswith((".weight_t", ".gamma")) for k in missing):
+    if unexpected or any(k not in int8_buffers for k in missing):
         raise ValueError(f"the packed file does not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
     if config.tie_weights:
         model.lm_head.weight = model.wte.weight

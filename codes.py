@@ -272,3 +272,11 @@ def code_quality(bits: torch.Tensor, source: torch.Tensor, pairs: int = 20_000, 
             "min_hamming_over": how, "mean_hamming": float((2 * ones * (1 - ones)).sum() * V / (V - 1)),
             "bit_balance": {"min": float(ones.min()), "mean": float(ones.mean()), "max": float(ones.max())},
             "spearman": float(spearman), "spearman_pairs": pairs}
+
+
+def describe_quality(q: dict) -> str:
+    """code_quality's figures (or their means over seeds) as one line."""
+    return (f"{q['distinct']:,.0f} distinct codes of {q['V']:,.0f}, {q['D']:.0f} bits, Hamming distance min "
+            f"{q['min_hamming']:.4g} ({q['min_hamming_over']}) and mean {q['mean_hamming']:.1f}, share of ones per "
+            f"bit {q['bit_balance']['min']:.2f}-{q['bit_balance']['max']:.2f}, Spearman correlation of the source's "
+            f"cosine and the codes' Hamming similarity {q['spearman']:.3f} ({q['spearman_pairs']:,} pairs)")

@@ -29,6 +29,7 @@ import eval as evaluate
 import train
 from bench import machine
 from checkpoint import read_log
+from codes import describe_quality
 from inputs import INPUTS
 from model import BODIES
 from settings import ArgumentParser, UserError, require, resolve, user_errors, write_atomic
@@ -103,10 +104,11 @@ def summarize(runs):
         }
         if all(r.get("code_quality") for r in rs):  # a code derived from a source: its quality, mean over seeds
             qualities = [r["code_quality"] for r in rs]
-            summary[kind]["code_quality"] = {key: statistics.mean(q[key] for q in qualities)
-                                             for key in ("V", "D", "distinct", "min_hamming", "mean_hamming", "spearman")}
-            summary[kind]["code_quality"]["bit_balance"] = [min(q["bit_balance"]["min"] for q in qualities),
-                                                            max(q["bit_balance"]["max"] for q in qualities)]
+            summary[kind]["code_quality"] = {
+                **qualities[0], **{key: statistics.mean(q[key] for q in qualities)
+                                   for key in ("distinct", "min_hamming", "mean_hamming", "spearman")},
+                "bit_balance": {"min": min(q["bit_balance"]["min"] for q in qualities),
+                                "max": max(q["bit_balance"]["max"] for q in qualities)}}
         if all("probes" in r for r in rs):  # mean and std over seeds of each probe score
             probes = [r["probes"] for r in rs]
             for key in ("spelling_top1", "spelling_kl", "echo_rate"):
@@ -154,14 +156,8 @@ def report(name, command, machine, summary):
                 lines.append(f"- {kind} vs {against}: val loss {v['loss_gap']:+.4f} nats (perplexity "
                              f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
                              f"seed variation (|gap| > 2 standard errors).")
-    for kind, s in summary.items():
-        if "code_quality" in s:
-            q = s["code_quality"]
-            lines.append(f"- {kind} codes (mean over seeds, each derived from the learned run of its seed): "
-                         f"{q['distinct']:,.0f} distinct of {q['V']:,.0f}, {q['D']:.0f} bits, Hamming distance min "
-                         f"{q['min_hamming']:.1f} (over all pairs) and mean {q['mean_hamming']:.1f}, share of ones per "
-                         f"bit {q['bit_balance'][0]:.2f}-{q['bit_balance'][1]:.2f}, Spearman correlation of the "
-                         f"source's cosine and the codes' Hamming similarity {q['spearman']:.3f} (20,000 pairs).")
+    lines += [f"- {kind} codes, mean over seeds (each derived from the learned run of its seed): "
+              f"{describe_quality(s['code_quality'])}." for kind, s in summary.items() if "code_quality" in s]
     lines += probe_tables(summary)
     lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
               "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
@@ -188,14 +184,22 @@ def probe_tables(summary):
     return lines
 
 
-def plot(runs, path):
-    """Validation-loss curves of every run, if matplotlib is installed."""
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None (and a note) when matplotlib is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    return plt
+
+
+def plot(runs, path):
+    """Validation-loss curves of every run, if matplotlib is installed."""
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for color, (kind, rs) in zip((f"C{i}" for i in range(10)), runs.items()):

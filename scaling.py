@@ -7,7 +7,8 @@ of widths, token budgets, vocabularies and learning rates, on two CPU cores.
     python scaling.py --points base,width-64 --seeds 1                 # a part of it
 
 Every run is a compare.py run (train.train through compare.run_all: the same resume, statistics
-and probes-free table code) from config/scaling_cpu.py with one change per point (POINTS). An
+and probes-free table code) from config/compare_cpu.py and config/scaling_cpu.py with one
+change per point (POINTS). An
 interrupted grid continues where it stopped; before each input of each point it prints how many
 runs are left and an estimate of the time they need, from the FLOP/s the finished runs measured.
 
@@ -34,7 +35,7 @@ from dataset import read_meta
 from model import GPT
 from settings import ArgumentParser, require, resolve, user_errors, write_atomic
 
-BASE = "config/scaling_cpu.py"
+BASE = "config/compare_cpu.py,config/scaling_cpu.py"  # the CPU preset, then what the grid changes in it
 POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so early results are useful
     "base": ("base", {}, ("learned", "binary")),
     "width-64": ("width", {"n_embd": 64}, ("learned", "binary")),
@@ -109,10 +110,10 @@ def analyse(rows, papers):
     return fits
 
 
-def report(command, info, rows, fits, papers):
+def report(command, info, rows, fits, papers, base_files):
     lines = ["# Scaling: the learned table's advantage against model width, tokens, vocabulary and learning rate", "",
              f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, {info['date']}. "
-             f"Base: `{BASE}`; one change per point. gap = input's val bits/byte - learned's (mean over seeds; "
+             f"Base: `{base_files}`; one change per point. gap = input's val bits/byte - learned's (mean over seeds; "
              f"positive: the learned table is better), ± the standard error of the difference.", "",
              "| point | axis | n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | seeds | learned bits/byte | "
              "input | input bits/byte | gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 14]
@@ -134,12 +135,8 @@ def report(command, info, rows, fits, papers):
 
 def plot(rows, path):
     """The gap against compute and against the table's share of parameters, if matplotlib is installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)")
+    plt = compare.pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in ((axes[0], "compute", "training compute (FLOPs)"), (axes[1], "share", "table share of learned's parameters")):
@@ -167,13 +164,13 @@ def main(argv=None):
     p.add_argument("--name", default="scaling", help="names results/<name>.* and out-compare/<name>/")
     p.add_argument("--results_dir", default="results")
     p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
-    p.add_argument("--base", default=BASE, help="the base point's config file")
+    p.add_argument("--base", default=BASE, help="the base point's config files, comma-separated, applied in order")
     with user_errors("scaling.py"):
         args, rest = p.parse_known_args(argv)
         names = args.points.split(",")
         require(set(names) <= set(POINTS), "--points", args.points, f"a comma-separated list of {', '.join(POINTS)}")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
-        base = resolve(train.DEFAULTS, [args.base, *rest])
+        base = resolve(train.DEFAULTS, [*args.base.split(","), *rest])
         root = Path(args.runs_dir or f"out-compare/{args.name}")
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []
@@ -204,7 +201,7 @@ def main(argv=None):
         command, info = " ".join(["python scaling.py", *argv]), machine()
         results = Path(args.results_dir)
         results.mkdir(parents=True, exist_ok=True)
-        table = report(command, info, rows, fits, papers)
+        table = report(command, info, rows, fits, papers, args.base)
         write_atomic(results / f"{args.name}.md", table)
         write_atomic(results / f"{args.name}.json", json.dumps({"command": command, "machine": info, "base": base,
                                                                 "points": {n: POINTS[n][:2] for n in names},

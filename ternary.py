@@ -35,8 +35,8 @@ def absmean_ternary(weight):
 
 def absmax_int8(x):
     """x (..., in) -> x_q (..., in) with integer values in [-128, 127] (same dtype) and s (..., 1)."""
-    scale = 127.0 / x.abs().amax(dim=-1, keepdim=True).clamp(min=EPS)
-    return (x * scale).round().clamp(-128, 127), scale
+    scale = 127.0 / torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).clamp_(min=EPS)  # max |x|
+    return (x * scale).round_().clamp_(-128, 127), scale
 
 
 class TernaryProduct(torch.autograd.Function):
@@ -85,17 +85,20 @@ def unpack_ternary(packed, in_features):
 class Int8TernaryLinear(nn.Module):
     """A BitLinear for inference, from its packed weights: int8 ternary weights in memory (1 byte
     each, never a float copy) and int8 activations, multiplied into int32 by torch._int_mm, then
-    one float rescale per row: the same numbers BitLinear computes in float."""
+    one float rescale per row: the same numbers BitLinear computes in float.
+
+    The weight is kept (out, in), as nn.Linear's, and handed to _int_mm transposed: on this
+    CPU that layout decodes about 1.8x faster than a contiguous (in, out) copy (bench_infer.py)."""
 
     def __init__(self, packed, in_features, gamma, bias=None):
         super().__init__()
-        self.register_buffer("weight_t", unpack_ternary(packed, in_features).T.contiguous())  # (in, out) int8
+        self.register_buffer("weight", unpack_ternary(packed, in_features))  # (out, in) int8
         self.register_buffer("gamma", gamma.float())
         self.bias = bias
 
     def forward(self, x):
         x_q, scale = absmax_int8(x.float())
         rows = x_q.to(torch.int8).flatten(0, -2)  # (N, in)
-        y = torch._int_mm(rows, self.weight_t).float()  # (N, out) int32 sums, exactly
-        y = y.view(*x.shape[:-1], -1) * (self.gamma / scale)
+        y = torch._int_mm(rows, self.weight.T)  # (N, out) int32 sums, exactly
+        y = y.view(*x.shape[:-1], -1) * (self.gamma / scale)  # int32 x float32 -> float32, one rounding
         return y if self.bias is None else y + self.bias

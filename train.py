@@ -5,7 +5,6 @@
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
     python train.py config/shakespeare.py --init_from=resume       # continue out_dir's run
     python train.py config/shakespeare.py --input=frozen --codes_from=out-learned   # codes from a learned run
-    python train.py config/shakespeare.py --body=ternary           # a BitNet b1.58 body (export.py packs it)
 
 The settings below are the defaults; config files and --key=value override them (settings.py).
 Randomness is a pure function of (seed, rank, step), so a resumed run repeats exactly what the
@@ -36,6 +35,7 @@ from tqdm import tqdm
 
 from checkpoint import (build_model, load_checkpoint, model_state, read_code_source, refuse_to_overwrite,
                         save_checkpoint, start_run_dir, tokenizer_state)
+from codes import describe_quality
 from dataset import bits_per_byte, get_batch, open_split, read_meta
 from model import GPT, GPTConfig
 from settings import (UserError, append_line, peak_flops_of, pick_device, pick_dtype, require, resolve,
@@ -258,13 +258,11 @@ def train(settings, given=None):
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
         code_quality = getattr(model.wte, "quality", None)  # a code derived from a source reports how good it is
     model.to(s.device)
-    betas = (s.beta1, s.beta2)
-    optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, betas, device_type)
+    optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type)
     if s.init_from == "resume":
         optimizer.load_state_dict(ckpt["optimizer"])
         del ckpt
-    # fp16 needs its gradients scaled against underflow; bf16 and fp32 do not
-    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
+    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)  # fp16 needs it, bf16 does not
     raw_model = model  # what checkpoints save: never the compiled or DDP wrapper
     if s.compile:
         model = torch.compile(model)
@@ -279,16 +277,11 @@ def train(settings, given=None):
         start_run_dir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
                                       "data": meta, "world_size": world, "params": counts,
                                       "code_quality": code_quality})
-        print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body "
-              f"{counts['body']:,}, head {counts['head']:,}); "
-              f"fixed input code {counts['input_fixed']:,} values")
+        print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
+              f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
         if code_quality:
-            q = code_quality
-            print(f"frozen code: {q['distinct']:,} distinct of {q['V']:,}, Hamming distance min {q['min_hamming']} "
-                  f"({q['min_hamming_over']}) mean {q['mean_hamming']:.1f} of {q['D']} bits, share of ones per bit "
-                  f"{q['bit_balance']['min']:.2f}-{q['bit_balance']['max']:.2f}, Spearman(cosine, Hamming "
-                  f"similarity) {q['spearman']:.3f}")
+            print(f"input code: {describe_quality(code_quality)}")
     progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step",
                     file=sys.stdout)
 

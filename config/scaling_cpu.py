@@ -1,4 +1,5 @@
-"""scaling.py's base point: compare.py's CPU preset on the larger cpu-mix corpus.
+"""scaling.py's base point: compare.py's CPU preset (config/compare_cpu.py, applied first) on the
+larger cpu-mix corpus; this file holds only what differs.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
@@ -11,19 +12,6 @@ tokens = 2.46M tokens); scaling.py varies the width, the tokens, the vocabulary 
 learning rate one at a time from here. Optimizer settings as the CPU preset (our choice).
 """
 dataset = "cpu-mix-1k"
-eval_interval = 200
+eval_interval = 200  # fewer, larger evaluations: the val split is 0.55M tokens
 eval_iters = 40
 log_interval = 100
-n_layer = 6
-n_head = 4
-n_embd = 160
-block_size = 128
-dropout = 0.0
-batch_size = 16
-gradient_accumulation_steps = 1
-learning_rate = 2e-3
-max_iters = 1200
-lr_decay_iters = 1200
-warmup_iters = 50
-min_lr = 2e-4
-compile = False

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -23,15 +24,18 @@ import torch
 
 import compare
 import eval as evaluate
+import export
 import extend
 import prepare
 import sample
 import train
 from conftest import TINY
+from model import GPT, GPTConfig
 from settings import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "eval": evaluate, "compare": compare, "extend": extend}
+SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "eval": evaluate, "compare": compare, "extend": extend,
+           "export": export}
 
 
 class RunsCode:
@@ -84,6 +88,10 @@ def world(data_dir, tmp_path_factory):
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
+    ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
+    packed = export.ternary_export(ternary, {**ckpt, "model_config": asdict(ternary.config)})
+    packed["ternary"]["h.0.mlp.c_fc"]["packed"][0, 0] = 0b11  # a code no weight has
+    torch.save(packed, runs / "bad.ternary.pt")
     return root
 
 
@@ -146,6 +154,9 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/evil"], "corrupt, truncated or unsafe"),
     ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "corrupt, truncated or unsafe"),
     ("sample", ["--ckpt", "{runs}/foreign"], "is not a tablefree checkpoint"),
+    ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
+    ("export", ["--ckpt", "{runs}/torn"], "corrupt, truncated or unsafe"),
     ("eval", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "cannot write the results to"),
     ("eval", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
     ("eval", ["--ckpt", "{runs}/good", "--batch_size", "0"], "--batch_size must be at least 1"),

@@ -62,7 +62,7 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
     frozen = [json.loads((tmp_path / "runs" / f"frozen-seed{k}" / "config.json").read_text()) for k in (0, 1)]
     assert [f["model"]["codes_from"] for f in frozen] == [str(tmp_path / "runs" / f"learned-seed{k}") for k in (0, 1)]
     quality = results["summary"]["frozen"]["code_quality"]
-    assert quality["V"] == 300 and quality["D"] == 32 and "- frozen codes (mean over seeds" in table
+    assert quality["V"] == 300 and quality["D"] == 32 and "- frozen codes, mean over seeds" in table
     assert results["runs"]["kronecker"][0]["input_params"] == 4096 * 32  # the projection, D x n_embd
     assert 0 <= results["summary"]["kronecker"]["spelling_top1"] <= 1 and results["runs"]["learned"][1]["probes"]["echo_rate"] >= 0
     for kind, runs in results["runs"].items():

@@ -75,7 +75,7 @@ def test_export_decodes_the_training_models_tokens(kind):
     packed = build_model(export.ternary_export(model, ckpt)).eval()
     layers = [m for m in packed.modules() if isinstance(m, Int8TernaryLinear)]
     assert len(layers) == 2 * 4 and not any(isinstance(m, BitLinear) for m in packed.modules())
-    assert all(m.weight_t.dtype == torch.int8 for m in layers)  # no float copy of the body
+    assert all(m.weight.dtype == torch.int8 for m in layers)  # no float copy of the body
     prompt = torch.tensor([[5, 17, 99, 3, 250]])
     with torch.no_grad():
         theirs, ours = packed(prompt, all_positions=True)[0], model(prompt, all_positions=True)[0]
