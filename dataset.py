@@ -80,6 +80,21 @@ def open_split(directory, meta, split):
     return shards
 
 
+def split_ids(directory, meta, split):
+    """All of a split's token ids in one int64 array (for held-out text, which is small)."""
+    return np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, split)])
+
+
+def token_counts(directory, meta, split):
+    """How often each id occurs in a split: int64 (V,), counted in pieces (bincount copies its
+    input to int64, so a whole shard at once would need 8 bytes per token)."""
+    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
+    for shard in open_split(directory, meta, split):
+        for start in range(0, len(shard), SCAN_TOKENS):
+            counts += np.bincount(shard[start:start + SCAN_TOKENS], minlength=meta["vocab_size"])
+    return counts
+
+
 def get_batch(shards, batch_size, block_size, generator):
     """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token."""
     starts = np.array([max(len(s) - block_size - 1, 0) for s in shards])  # window starts per shard

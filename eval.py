@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from checkpoint import build_model, find_checkpoint, load_checkpoint
-from dataset import SCAN_TOKENS, bits_per_byte, open_split, read_meta
+from dataset import bits_per_byte, read_meta, split_ids, token_counts
 from probes import bucket_losses, typo_metrics, typo_pairs
 from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors, write_atomic
 from tasks import TASKS, default_data, load_docs, load_probe_set
@@ -167,7 +167,7 @@ def heldout_ids(ckpt, enc, args):
             raise UserError(f"cannot read --text {args.text} as UTF-8 ({e})") from None
         return np.array(enc.encode_ordinary(text), dtype=np.int64), args.text
     directory, meta = prepared(ckpt, args)
-    return np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, "val")]), f"{directory} val"
+    return split_ids(directory, meta, "val"), f"{directory} val"
 
 
 def prepared(ckpt, args):
@@ -211,10 +211,7 @@ def run_val(targets, losses, enc, where):
 
 def run_rare_tokens(ckpt, targets, losses, args):
     directory, meta = prepared(ckpt, args)
-    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
-    for shard in open_split(directory, meta, "train"):
-        for start in range(0, len(shard), SCAN_TOKENS):  # in pieces: bincount copies its input to int64
-            counts += np.bincount(shard[start:start + SCAN_TOKENS], minlength=meta["vocab_size"])
+    counts = token_counts(directory, meta, "train")
     return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
 
 

@@ -40,7 +40,7 @@ import torch
 
 import eval as evaluate
 from checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
-from dataset import SCAN_TOKENS, open_split
+from dataset import split_ids, token_counts
 from probes import bucket_losses
 from settings import ArgumentParser, UserError, require, user_errors, write_atomic
 from tokenizer import load_encoding, make_encoding, parse_ranks
@@ -137,21 +137,12 @@ def measure(model, enc, ids, counts, old_vocab, args):
             "new_tokens": {"n": int(new.sum()), "loss": float(losses[new].mean()) if new.any() else None}}
 
 
-def train_counts(directory, meta):
-    """How often each id occurs in the training split: int64 (V,)."""
-    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
-    for shard in open_split(directory, meta, "train"):
-        for start in range(0, len(shard), SCAN_TOKENS):
-            counts += np.bincount(shard[start:start + SCAN_TOKENS], minlength=meta["vocab_size"])
-    return counts
-
-
 def extend_run(path, args):
     """The protocol on one run: its numbers before and after."""
     ckpt = load_checkpoint(path)
     model, enc = build_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
     directory, meta = evaluate.prepared(ckpt, args)
-    val = np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, "val")])
+    val = split_ids(directory, meta, "val")
     eot = enc.eot_token
     docs = [enc.decode_bytes(d[d != eot].tolist()).decode("utf-8", errors="replace")
             for d in np.split(val, np.flatnonzero(val == eot) + 1)]
@@ -161,7 +152,7 @@ def extend_run(path, args):
     merges = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
     new_enc = extended_encoding(info, ranks, merges)
     pieces = old_pieces(ranks, merges)
-    counts = train_counts(directory, meta)
+    counts = token_counts(directory, meta, "train")
     before = measure(model, enc, encode_docs(enc, second), counts, V, args)
     codes_from = ckpt["model_config"].get("codes_from")
     source = read_code_source(codes_from, V) if codes_from else None  # frozen codes' table, for new words

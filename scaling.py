@@ -54,25 +54,29 @@ def point_settings(base, name):
     return {**base, **POINTS[name][1]}
 
 
+def run_size(settings, vocab_size):
+    """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of
+    one run; the FLOPs are the same for every input (train.py's count leaves the input out)."""
+    s = train.check_settings({**settings, "input": "binary"})
+    with torch.device("meta"):
+        model = GPT(train.model_config(s, vocab_size))
+    tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
+    return model.flops_per_token() * tokens, tokens, model
+
+
 def compute_of(settings, data_dir):
     """(training FLOPs, vocabulary, table share of learned's parameters, epochs) of a point, from
-    its config alone: the model is built on the meta device (no memory, no time)."""
+    its config and its dataset's meta.json alone."""
     meta = read_meta(Path(data_dir) / settings["dataset"])
-    s = train.check_settings({**settings, "input": "binary"})  # the FLOPs are the same for every input
-    with torch.device("meta"):
-        model = GPT(train.model_config(s, meta["vocab_size"]))
-    tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
-    table = meta["vocab_size"] * s.n_embd  # learned's trainable parameters = binary's + the table
-    return (model.flops_per_token() * tokens, meta["vocab_size"], table / (model.param_counts()["trainable"] + table),
+    flops, tokens, model = run_size(settings, meta["vocab_size"])
+    table = meta["vocab_size"] * settings["n_embd"]  # learned's trainable parameters = binary's + the table
+    return (flops, meta["vocab_size"], table / (model.param_counts()["trainable"] + table),
             tokens / meta["splits"]["train"]["tokens"])
 
 
 def papers_compute():
     """Training FLOPs of the papers' runs: config/binary.py's shape, V = 65,536, ~17B tokens."""
-    s = train.check_settings(resolve(train.DEFAULTS, [PAPERS]))
-    with torch.device("meta"):
-        model = GPT(train.model_config(s, 65536))
-    return model.flops_per_token() * s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
+    return run_size(resolve(train.DEFAULTS, [PAPERS]), 65536)[0]
 
 
 def estimate(todo, done):
