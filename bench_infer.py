@@ -134,23 +134,29 @@ def bench_ternary(args):
             if probe.returncode:
                 raise RuntimeError(f"the decode probe for {name} failed: {probe.stderr.strip()[-300:]}")
             rows.append({"model": name, "file": path.stat().st_size, **json.loads(probe.stdout.strip().splitlines()[-1])})
+    return rows, ternary_table(rows, fields, new_tokens, torch.get_num_threads())
+
+
+def ternary_table(rows, fields, new_tokens, threads):
+    """bench_ternary's report from its measured rows (float32, bfloat16, ternary)."""
     body = fields["n_layer"] * 12 * fields["n_embd"] ** 2
     table = [f"Shape: {fields['n_layer']} layers, n_embd {fields['n_embd']}, V = {fields['vocab_size']:,}, binary input: "
              f"{body / 1e6:.1f}M body weights; random weights (speed and size do not depend on them); batch 1, prompt "
-             f"16 tokens, {new_tokens} new tokens greedy with the KV cache, {torch.get_num_threads()} threads. Each "
+             f"16 tokens, {new_tokens} new tokens greedy with the KV cache, {threads} threads. Each "
              f"model is loaded from its file in a fresh process, as sample.py does.", "",
              "| model | file (MB) | weights in memory (MB) | process RSS after decoding (MB) | process peak RSS (MB) | "
-             "tokens/s |", "|---|---|---|---|---|---|"]
+             "tokens/s | weights read (GB/s) |", "|---|---|---|---|---|---|---|"]
     table += [f"| {r['model']} | {r['file'] / 1e6:,.1f} | {r['weights'] / 1e6:,.1f} | {r['rss'] / 1e6:,.0f} | "
-              f"{r['peak_rss'] / 1e6:,.0f} | {r['tok_s']:,.1f} |" for r in rows]
+              f"{r['peak_rss'] / 1e6:,.0f} | {r['tok_s']:,.1f} | {r['weights'] * r['tok_s'] / 1e9:.1f} |" for r in rows]
     f32, tern = rows[0], rows[2]
     checks = [("file", f32["file"] / tern["file"], 8, "smaller"), ("weights", f32["weights"] / tern["weights"], 3, "smaller"),
               ("tok_s", tern["tok_s"] / f32["tok_s"], 1.5, "faster")]
-    table += ["", "What bounds the speed: at batch 1 every weight is read once per token, so float32 decoding is "
-              "memory-bound; the ternary model reads a quarter of the bytes (int8 in memory), but torch._int_mm's "
-              "int8 kernel at one row is compute-limited on this CPU (it moves the weights at roughly half float32's "
-              "bytes per second), and the per-layer quantisation of the activations adds small operations; "
-              "the attention, norms and head cost the same in all three.", "", "Targets (ternary against float32):"]
+    table += ["", "What bounds the speed: at batch 1 every weight is read once per token (weights read = weights in "
+              "memory x tokens/s, an upper bound on the bytes moved), so float32 decoding is memory-bound; the ternary "
+              "model holds a quarter of the bytes (int8 in memory), but reads them far more slowly: torch._int_mm's "
+              "int8 kernel at one row is compute-limited on this CPU, and the per-layer quantisation of the "
+              "activations adds small operations; the attention, norms and head cost the same in all three.", "",
+              "Targets (ternary against float32):"]
     table += [f"- {what}: {ratio:.1f}x {word} (target {target}x): {'met' if ratio >= target else 'NOT met'}"
               for what, ratio, target, word in checks]
-    return rows, table
+    return table
