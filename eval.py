@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from checkpoint import build_model, find_checkpoint, load_checkpoint
 from dataset import bits_per_byte, read_meta, split_ids, token_counts
+from harness import run_harness
 from probes import bucket_losses, typo_metrics, typo_pairs
 from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors, write_atomic
 from tasks import TASKS, default_data, load_docs, load_probe_set
@@ -51,7 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--typo_pairs", type=int, default=200, help="clean/typo prompt pairs for the typos probe")
     p.add_argument("--batch_size", type=int, default=32, help="sequences per forward pass")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
-    p.add_argument("--out", default=None, help="JSON results (default: eval.json beside the checkpoint)")
+    p.add_argument("--harness", action="store_true", help="score the benchmarks with the real lm-eval instead (harness.py)")
+    p.add_argument("--out", default=None, help="JSON results (default: eval.json, or eval-harness.json, beside the checkpoint)")
     args = p.parse_args(argv)
     unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *PROBE_SETS, *TASKS)]
     if unknown:
@@ -294,13 +296,17 @@ def writable_output(out):
 def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
-    out = writable_output(Path(args.out) if args.out else path.parent / "eval.json")
+    out = writable_output(Path(args.out) if args.out else path.parent / ("eval-harness.json" if args.harness else "eval.json"))
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])
     autocast = pick_dtype("auto", device)[2]
     tasks = args.tasks.split(",")
     results, seconds = {}, {}
+    if args.harness:
+        start = time.perf_counter()
+        results, args.command = run_harness(ckpt, model, path, tasks, args)
+        seconds, tasks = {"all": time.perf_counter() - start}, []
     if any(t in TEXT_TASKS for t in tasks):
         ids, where = heldout_ids(ckpt, enc, args)
     if "val" in tasks or "rare_tokens" in tasks:

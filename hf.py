@@ -1,0 +1,197 @@
+"""Our GPT as a Hugging Face `transformers` model folder: GPT-NeoX weights, config and tokenizer.
+
+    python export.py --ckpt out/ --format hf          # -> out/hf/, then in Python:
+    AutoModelForCausalLM.from_pretrained("out/hf"); AutoTokenizer.from_pretrained("out/hf")
+
+Why GPT-NeoX (transformers' GPTNeoXForCausalLM, no remote code): it is our block exactly when
+configured as below. Rotary over the whole head (rotary_pct 1.0) with dimension i paired with
+i + hs/2 (our layout, model.Rotary), base rope_base; pre-norm LayerNorm (eps 1e-5, our
+nn.LayerNorm's); exact GELU ("gelu"); a sequential residual (use_parallel_residual false):
+x + attn(ln_1(x)), then + mlp(ln_2(x)); an untied head (embed_out). Where NeoX has biases and
+we have none (bias=False, our default) they are written as zeros, so they add nothing.
+Two weights change shape: NeoX's fused query_key_value holds each head's q, k and v rows next
+to each other, ours all q rows, then all k, then all v; the rows are reordered.
+
+The input becomes NeoX's embed_in, an ordinary V x n_embd table. For every input kind it is
+the same thing: the input module applied to every id, wte(0 .. V-1). For learned that is the
+trained table; for the fixed codes (binary, affine, frozen) it is the lifted codebook R c(t);
+for kronecker W kappa(t), its trained projection of the fixed byte code. The model card
+(README.md in the folder) says which, and that such a table is derived, not trained: fine-tune
+with the embedding frozen to keep the model what it was. A ternary body is refused: its
+activations are quantised too, which NeoX's float Linears cannot express.
+"""
+
+import inspect
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+from settings import UserError
+from tokenizer import EOT, byte_to_unicode, parse_ranks
+
+def neox_weights(model):
+    """{NeoX parameter name: float32 tensor} for a float-body GPT."""
+    c = model.config
+    hs = c.n_embd // c.n_head
+
+    def zeros(n):
+        return torch.zeros(n)
+
+    def bias(module, n):
+        return module.bias.detach().float() if module.bias is not None else zeros(n)
+
+    with torch.no_grad():
+        table = model.wte(torch.arange(c.vocab_size)[None])[0].float()  # (V, n_embd): the input, applied to every id
+    out = {"gpt_neox.embed_in.weight": table, "embed_out.weight": model.lm_head.weight.detach().float(),
+           "gpt_neox.final_layer_norm.weight": model.ln_f.weight.detach().float(),
+           "gpt_neox.final_layer_norm.bias": bias(model.ln_f, c.n_embd)}
+    # row r of c_attn is (part, head, dim) = divmod..., NeoX wants (head, part, dim): a permutation of rows
+    order = torch.arange(3 * c.n_embd).view(3, c.n_head, hs).transpose(0, 1).reshape(-1)  # (3 n_embd,)
+    for i, block in enumerate(model.h):
+        p = f"gpt_neox.layers.{i}."
+        attn, mlp = block.attn, block.mlp
+        out |= {p + "input_layernorm.weight": block.ln_1.weight, p + "input_layernorm.bias": bias(block.ln_1, c.n_embd),
+                p + "post_attention_layernorm.weight": block.ln_2.weight,
+                p + "post_attention_layernorm.bias": bias(block.ln_2, c.n_embd),
+                p + "attention.query_key_value.weight": attn.c_attn.weight[order],
+                p + "attention.dense.weight": attn.c_proj.weight,
+                p + "mlp.dense_h_to_4h.weight": mlp.c_fc.weight, p + "mlp.dense_h_to_4h.bias": bias(mlp.c_fc, 4 * c.n_embd),
+                p + "mlp.dense_4h_to_h.weight": mlp.c_proj.weight, p + "mlp.dense_4h_to_h.bias": bias(mlp.c_proj, c.n_embd)}
+        if c.bias:  # NeoX's attention biases exist only when attention_bias is set
+            out |= {p + "attention.query_key_value.bias": attn.c_attn.bias[order], p + "attention.dense.bias": attn.c_proj.bias}
+    return {k: v.detach().float().contiguous() for k, v in out.items()}
+
+
+def neox_config(config, eot_id):
+    """config.json for GPTNeoXForCausalLM. The rotary keys are the spelling every transformers
+    version reads (4.x directly; 5.x folds them into rope_parameters)."""
+    return {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "vocab_size": config.vocab_size,
+            "hidden_size": config.n_embd, "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+            "intermediate_size": 4 * config.n_embd, "hidden_act": "gelu", "rotary_pct": 1.0,
+            "rotary_emb_base": config.rope_base, "max_position_embeddings": config.block_size, "layer_norm_eps": 1e-5,
+            "use_parallel_residual": False, "attention_bias": config.bias, "tie_word_embeddings": False,
+            "attention_dropout": 0.0, "hidden_dropout": 0.0, "initializer_range": 0.02, "use_cache": True,
+            "bos_token_id": eot_id, "eos_token_id": eot_id, "torch_dtype": "float32"}
+
+
+def bpe_merges(ranks):
+    """The (left, right) byte pieces each multi-byte token of a tiktoken rank table is merged
+    from, in rank order: the token's bytes encoded by tiktoken's rule (repeatedly join the
+    adjacent pair whose join has the lowest rank) with only the ranks below its own."""
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i:i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            joins = [(ranks.get(a + b, rank), i) for i, (a, b) in enumerate(zip(parts, parts[1:]))]
+            best, i = min(joins)
+            if best >= rank:
+                break
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        if len(parts) != 2:
+            raise UserError(f"token {token!r} (rank {rank}) is not a merge of two lower-ranked tokens; this rank "
+                            f"table is not a byte-level BPE that a tokenizer.json can express")
+        merges.append(tuple(parts))
+    return merges
+
+
+def hf_tokenizer(state):
+    """A `tokenizers` Tokenizer that encodes as a checkpoint's tokenizer state does with tiktoken
+    (tokenizer.load_encoding): the same split pattern, GPT-2's byte-to-character map, the same
+    ids, merges recovered from the ranks, and a word that is itself a token taken whole
+    (ignore_merges), as tiktoken does."""
+    to_char = byte_to_unicode()
+    ranks, pattern, eot = parse_ranks(state["ranks"].encode()), state["info"]["pattern"], state["info"]["eot_id"]
+
+    def text(token):
+        return "".join(to_char[b] for b in token)
+
+    vocab = {text(token): rank for token, rank in ranks.items()} | {EOT: eot}  # added tokens keep their id
+    merges = [(text(a), text(b)) for a, b in bpe_merges(ranks)]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(EOT, special=True, normalized=False)])
+    return tok
+
+
+def model_card(ckpt, config, description, eot):
+    """README.md of the folder: what the model is, and how its input table was made."""
+    settings = ckpt.get("settings", {})
+    return f"""---
+library_name: transformers
+tags: [tablefree, gpt-neox]
+---
+# tablefree GPT, input `{config.input}`
+
+Trained with tablefree (a from-scratch GPT without a trainable input table), exported to
+transformers' GPTNeoXForCausalLM: {config.n_layer} layers, n_embd {config.n_embd}, {config.n_head} heads,
+context {config.block_size}, vocabulary {config.vocab_size:,}, {ckpt.get('iter_num', 0):,} training steps on
+`{settings.get('dataset', '?')}`.
+
+## The input embedding (`gpt_neox.embed_in`)
+
+This model's input: {description}
+
+Unless the input is `learned`, this table is **derived, not trained**: it is the model's input
+interface applied once, at export, to every token id 0 .. V-1. For the fixed codes (`binary`,
+`affine`, `frozen`) it is the lifted codebook R c(t), which no training step ever changed; for
+`kronecker` it is the trained projection W times the fixed byte code of each token. Fine-tune
+with `model.gpt_neox.embed_in.weight.requires_grad_(False)` to keep it what it was in training.
+The settings it was made from (tablefree's GPTConfig):
+
+```json
+{json.dumps(ckpt["model_config"], indent=2)}
+```
+
+The codes: A. Bochkov, "Language Models Without a Trainable Input Embedding Table: Learning from
+Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); Kronecker Embeddings (2026,
+arXiv:2605.29459).
+
+## What GPT-NeoX computes here
+
+Rotary over the whole head (GPT-NeoX's rotate-half layout), LayerNorm eps 1e-5, exact GELU, a
+sequential residual, an untied output head; biases this model lacks are zeros. The tokenizer
+is our byte-level BPE, encoding as tiktoken does; end of text is id {eot}.
+"""
+
+
+def export_hf(model, ckpt, out):
+    """Write the transformers folder `out` whole, or leave any old one as it was."""
+    try:
+        from safetensors.torch import save_file
+    except ImportError:
+        raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt") from None
+    config = model.config
+    if config.body != "float":
+        raise UserError(f"the checkpoint's body is {config.body!r}: its activations are quantised, which GPT-NeoX "
+                        f"cannot express; export it with --format ternary")
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    eot = ckpt["tokenizer"]["info"]["eot_id"]
+    save_file(neox_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    (tmp / "config.json").write_text(json.dumps(neox_config(config, eot), indent=2))
+    (tmp / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}, indent=2))
+    hf_tokenizer(ckpt["tokenizer"]).save(str(tmp / "tokenizer.json"))
+    special = {"bos_token": EOT, "eos_token": EOT, "unk_token": EOT}
+    (tmp / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", **special, "model_max_length": config.block_size,
+         "add_prefix_space": False, "clean_up_tokenization_spaces": False}, indent=2))
+    (tmp / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
+    description = inspect.getdoc(type(model.wte)).split("\n\n")[0]  # the input module's own summary
+    (tmp / "README.md").write_text(model_card(ckpt, config, description, eot))
+    old = out.with_name(out.name + ".old")
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    return out
