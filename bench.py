@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 import prepare
 from bench_infer import bench_generate, bench_ternary, memory_status, sync
@@ -340,10 +341,12 @@ def main(argv=None):
     report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "
               f"device {args.device}, torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
     results = {"machine": {**info, "device": args.device}, "command": command}
-    for name in args.sections.split(","):
+    bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
+    for name in bar:
+        bar.set_postfix_str(name)
         results[name], table = SECTIONS[name](args)
         report += [f"## {name}", "", *table, ""]
-        print("\n".join([f"## {name}", *table, ""]), flush=True)
+        bar.write("\n".join([f"## {name}", *table, ""]))
     with user_errors("bench.py"):
         write_atomic(args.out, "\n".join(report))
         write_atomic(Path(args.out).with_suffix(".json"), json.dumps(results, indent=2))

@@ -25,6 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 import eval as evaluate
 import train
 from bench import machine
@@ -231,6 +233,7 @@ def run_settings(base, kind, seed, root):
 def run_all(base, kinds, seeds, root, master):
     """{kind: [read_run(...) per seed]}, training (or resuming) every run not yet finished."""
     runs = {}
+    bar = tqdm(total=len(kinds) * seeds, desc="runs", unit="run", file=sys.stderr, disable=not master or None)
     for kind in kinds:
         runs[kind] = []
         for seed in range(seeds):
@@ -238,12 +241,13 @@ def run_all(base, kinds, seeds, root, master):
             if not finished(directory, base["max_iters"]):
                 resume = (directory / "ckpt.pt").exists()
                 if master:
-                    print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}",
-                          flush=True)
+                    bar.write(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}")
                 # compare.py owns its run directories: a run killed before its first checkpoint restarts
                 train.train({**run_settings(base, kind, seed, root), "out_dir": str(directory),
                              "init_from": "resume" if resume else "scratch", "overwrite": not resume})
             runs[kind].append(read_run(directory))
+            bar.update()
+    bar.close()
     return runs
 
 

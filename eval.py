@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from checkpoint import build_model, find_checkpoint, load_checkpoint
 from dataset import bits_per_byte, read_meta, split_ids, token_counts
 from harness import run_harness
 from probes import bucket_losses, typo_metrics, typo_pairs
 from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors, write_atomic
-from tasks import TASKS, default_data, load_docs, load_probe_set
+from tasks import TASKS, default_data, load_probe_set, load_rows, to_docs
 from tokenizer import load_encoding
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
@@ -78,7 +79,8 @@ def score_sequences(model, seqs, batch_size, autocast, score):
     device = next(model.parameters()).device
     order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
     results = [None] * len(seqs)
-    for start in range(0, len(order), batch_size):
+    for start in tqdm(range(0, len(order), batch_size), desc="scoring", unit="batch", leave=False, file=sys.stderr,
+                      disable=None):
         chunk = order[start:start + batch_size]
         T = len(seqs[chunk[0]])
         idx = torch.zeros(len(chunk), T, dtype=torch.long)
@@ -110,12 +112,15 @@ def score_continuations(model, requests, batch_size, autocast):
     """For each (context ids, continuation ids): (summed log-likelihood, whether greedy decoding reproduces it).
 
     Left truncation as in the harness: the model sees the last block_size of the tokens, the
-    continuation's positions are the last len(continuation) of its input."""
+    continuation's positions are the last len(continuation) of its input. A continuation must
+    fit the window (benchmark_requests skips documents where one does not, as the harness must)."""
     block = model.config.block_size
     inputs = [(ctx + cont)[-(block + 1):] for ctx, cont in requests]
+    if any(len(cont) > block for _, cont in requests):
+        raise ValueError(f"a continuation is longer than the {block}-token window")
 
     def score(i, logits):
-        n = min(len(requests[i][1]), len(logits))
+        n = len(requests[i][1])
         rows = F.log_softmax(logits[-n:].float(), dim=-1)  # (n, V): predictions of the continuation's tokens
         target = torch.tensor(inputs[i][-n:], device=rows.device)
         return rows.gather(-1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all())
@@ -144,13 +149,31 @@ def multiple_choice(docs, scores):
             "acc_norm": float(np.mean(acc_norm)), "acc_norm_stderr": mean_stderr(acc_norm)}
 
 
+def benchmark_requests(name, enc, block, args):
+    """A task's documents that fit the window: their rows, documents and (context, continuation) ids.
+
+    The harness refuses a continuation longer than the model's window (HFLM asserts it), so a
+    document with such a choice cannot be scored as the harness scores it: it is skipped and
+    counted (`skipped`), in eval.py and harness.py alike. Returns rows, docs, requests, info."""
+    rows, split, where = load_rows(name, args.data, Path(args.data_dir) / "_sources", args.limit)
+    kept = [(row, doc, [encode_pair(enc, doc["context"], " " + c) for c in doc["choices"]])
+            for row, doc in zip(rows, to_docs(name, rows, where))]
+    kept = [k for k in kept if all(len(cont) <= block for _, cont in k[2])]
+    info = {"split": split, "source": where, "skipped": len(rows) - len(kept)}
+    print(f"{name}: {len(kept)} documents ({split} split) from {where}"
+          + (f"; {info['skipped']} skipped: a choice longer than the {block}-token window" if info["skipped"] else ""),
+          file=sys.stderr)
+    if not kept:
+        raise UserError(f"{name}: every document has a choice longer than the model's {block}-token window")
+    rows, docs, requests = zip(*kept)
+    return list(rows), list(docs), list(requests), info
+
+
 def run_benchmark(name, model, enc, args, autocast):
-    docs, split, where = load_docs(name, args.data, Path(args.data_dir) / "_sources", args.limit)
-    print(f"{name}: {len(docs)} documents ({split} split) from {where}", file=sys.stderr)
-    requests = [encode_pair(enc, d["context"], " " + c) for d in docs for c in d["choices"]]
-    results = iter(score_continuations(model, requests, args.batch_size, autocast))
+    _, docs, requests, info = benchmark_requests(name, enc, model.config.block_size, args)
+    results = iter(score_continuations(model, [r for doc in requests for r in doc], args.batch_size, autocast))
     scores = [[next(results) for _ in d["choices"]] for d in docs]  # per doc: (ll, greedy) per choice
-    out = {"split": split, "source": where, "n": len(docs)}
+    out = {**info, "n": len(docs)}
     if name == "lambada":
         greedy = [float(s[0][1]) for s in scores]
         lls = [s[0][0] for s in scores]
@@ -277,7 +300,8 @@ def table(results):
             if metric in r:
                 stderr = r.get(f"{metric}_stderr")
                 value = f"{r[metric]:,.1f}" if r[metric] >= 1e4 else f"{r[metric]:.4f}"  # LAMBADA ppl of a tiny model
-                lines.append(f"| {task} | {r.get('split', 'val')} | {r['n']:,} | {metric} | {value} | "
+                n = f"{r['n']:,}" + (f" ({r['skipped']:,} skipped)" if r.get("skipped") else "")
+                lines.append(f"| {task} | {r.get('split', 'val')} | {n} | {metric} | {value} | "
                              f"{'' if stderr is None else f'{stderr:.4f}'} |")
         for group, g in r.get("by_category", {}).items():  # the probe sets' categories
             lines += [f"| {task}, {group} | | {g['n']} | {metric} | {g[metric]:.4f} | |"
@@ -303,9 +327,14 @@ def evaluate(args):
     autocast = pick_dtype("auto", device)[2]
     tasks = args.tasks.split(",")
     results, seconds = {}, {}
-    if args.harness:
+    if args.harness:  # the same documents, scored by lm-eval itself
         start = time.perf_counter()
-        results, args.command = run_harness(ckpt, model, path, tasks, args)
+        unknown = [t for t in tasks if t not in TASKS]
+        if unknown:
+            raise UserError(f"--harness scores only {', '.join(TASKS)}, not {', '.join(unknown)}; "
+                            f"score the others without --harness")
+        chosen = {t: benchmark_requests(t, enc, model.config.block_size, args) for t in tasks}
+        results, args.command = run_harness(ckpt, model, path, {t: (c[0], c[3]) for t, c in chosen.items()}, args)
         seconds, tasks = {"all": time.perf_counter() - start}, []
     if any(t in TEXT_TASKS for t in tasks):
         ids, where = heldout_ids(ckpt, enc, args)

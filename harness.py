@@ -3,8 +3,8 @@
     python eval.py --ckpt out/ --harness --tasks hellaswag,piqa,arc_easy,arc_challenge,lambada
 
 What happens: the checkpoint is exported to transformers (hf.py, into <run>/hf), and each task's
-rows -- the very rows eval.py scores, from the same source (tasks.load_rows) -- are written in
-the hub's schema to <run>/harness/<task>.jsonl. Beside each goes a task definition,
+rows -- the very rows eval.py scores, from the same source (eval.benchmark_requests) -- are
+written in the hub's schema to <run>/harness/<task>.jsonl. Beside each goes a task definition,
 tablefree_<task>.yaml, that *includes the harness's own YAML* for the task (prompt, choices,
 preprocessing, metrics: lm_eval/tasks/hellaswag/hellaswag.yaml and so on) and changes only
 where the data comes from: dataset_path json, data_files = our file. Then lm_eval's own
@@ -15,18 +15,20 @@ The folder stays, so the standard command line reproduces the numbers without th
     lm_eval --model hf --model_args pretrained=out/hf,dtype=float32 --device cpu \\
         --include_path out/harness --tasks tablefree_hellaswag,tablefree_piqa,...
 
-One difference by design: the harness scores ARC on its test split and the offline bundle
+Documents with a choice longer than the model's window are left out of both (the harness
+asserts on them; eval.benchmark_requests counts them as `skipped`). One difference by design:
+the harness scores ARC on its test split and the offline bundle
 holds only validation (tasks.py), so with --data bundle both tools score ARC's validation split.
 """
 
 import json
+import logging
 import os
-import sys
 from pathlib import Path
 
 from hf import export_hf
 from settings import UserError
-from tasks import TASKS, load_rows
+from tasks import TASKS
 
 PREFIX = "tablefree_"
 
@@ -62,14 +64,16 @@ def harness_results(raw, names):
     return out
 
 
-def run_harness(ckpt, model, path, names, args):
-    """Export, write the task folder, run lm_eval; return (results by task, the lm_eval command)."""
-    unknown = [n for n in names if n not in TASKS]
-    if unknown:
-        raise UserError(f"--harness scores only {', '.join(TASKS)}, not {', '.join(unknown)}; "
-                        f"score the others without --harness")
+def run_harness(ckpt, model, path, tasks, args):
+    """Export, write the task folder, run lm_eval; return (results by task, the lm_eval command).
+
+    tasks: {name: (rows, info)}, the rows eval.py scores (eval.benchmark_requests) and their
+    split, source and skipped count, which the results carry as eval.py's do."""
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # the rows are local files: never ask the hub
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # HFLM warns once per request it truncates from the left (tens of thousands here); eval.py
+    # truncates the same way, silently
+    logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)
     try:
         import lm_eval
         from lm_eval.tasks import TaskManager
@@ -79,15 +83,14 @@ def run_harness(ckpt, model, path, names, args):
     hf_dir = export_hf(model, ckpt, run / "hf")
     folder = run / "harness"
     folder.mkdir(exist_ok=True)
-    for name in names:
-        rows, split, where = load_rows(name, args.data, Path(args.data_dir) / "_sources", args.limit)
-        print(f"{name}: {len(rows)} documents ({split} split) from {where}", file=sys.stderr)
-        write_task(name, rows, split, folder)
-    tasks = [PREFIX + n for n in names]
+    for name, (rows, info) in tasks.items():
+        write_task(name, rows, info["split"], folder)
+    names = [PREFIX + n for n in tasks]
     model_args = f"pretrained={hf_dir},dtype=float32"
-    command = (f"lm_eval --model hf --model_args {model_args} --device {args.device if args.device != 'auto' else 'cpu'} "
-               f"--batch_size {args.batch_size} --include_path {folder} --tasks {','.join(tasks)}")
-    raw = lm_eval.simple_evaluate(model="hf", model_args=model_args, tasks=tasks, batch_size=args.batch_size,
-                                  device="cpu" if args.device == "auto" else args.device,
-                                  task_manager=TaskManager(include_path=str(folder), include_defaults=False))
-    return harness_results(raw, names), command
+    device = "cpu" if args.device == "auto" else args.device
+    command = (f"lm_eval --model hf --model_args {model_args} --device {device} --batch_size {args.batch_size} "
+               f"--include_path {folder} --tasks {','.join(names)}")
+    raw = lm_eval.simple_evaluate(model="hf", model_args=model_args, tasks=names, batch_size=args.batch_size,
+                                  device=device, task_manager=TaskManager(include_path=str(folder), include_defaults=False))
+    scores = harness_results(raw, tasks)
+    return {name: {**info, **scores[name]} for name, (_, info) in tasks.items()}, command

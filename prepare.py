@@ -127,7 +127,7 @@ def build_tokenizer(args, stream, directory):
     try:
         if args.tokenizer == "bpe":
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
-            ranks, pattern = train_bpe(train_texts(args, stream), args.vocab_size), GPT2_PATTERN
+            ranks, pattern = train_bpe(train_texts(args, stream), args.vocab_size, not args.quiet), GPT2_PATTERN
             eot_id = len(ranks)
         elif args.tokenizer in ("gpt2", "r50k_base"):  # has a verified offline source
             ranks = parse_ranks(fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0].read_bytes())

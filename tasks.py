@@ -118,6 +118,11 @@ def load_rows(name, data="auto", cache_dir="data/_sources", limit=None):
 def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
     """(documents, split, where they came from) of a task, the first `limit` of them if given."""
     rows, split, where = load_rows(name, data, cache_dir, limit)
+    return to_docs(name, rows, where), split, where
+
+
+def to_docs(name, rows, where):
+    """The task's documents, {"context", "choices", "gold"}, one per row in the hub's schema."""
     try:
         docs = [TASKS[name].doc(row) for row in rows]
     except (KeyError, TypeError, ValueError) as e:
@@ -125,7 +130,7 @@ def load_docs(name, data="auto", cache_dir="data/_sources", limit=None):
                         f"({type(e).__name__}: {e})") from None
     if not docs:
         raise UserError(f"{name} from {where} has no documents")
-    return docs, split, where
+    return docs
 
 
 def hub_rows(task):

@@ -30,7 +30,7 @@ def byte_to_unicode():
     return dict(zip(range(256), chars))
 
 
-def train_bpe(texts, vocab_size):
+def train_bpe(texts, vocab_size, progress=True):
     """Train a byte-level BPE on an iterable of strings; return tiktoken ranks {bytes: rank}.
 
     The ranks hold vocab_size - 1 tokens (256 bytes, then merges in the order they were
@@ -43,7 +43,7 @@ def train_bpe(texts, vocab_size):
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+                                  show_progress=progress)  # its own bars: the merges run inside Rust
     bpe.train_from_iterator(texts, trainer)
     to_byte = {char: byte for byte, char in byte_to_unicode().items()}
     ranks = {bytes([b]): b for b in range(256)}

@@ -178,10 +178,8 @@ def test_left_truncation_keeps_the_last_block_size_tokens():
     (ll, _), = evaluate.score_continuations(model, [(context, continuation)], 8, torch.autocast("cpu", enabled=False))
     assert model.calls[-1].tolist() == [[0, 1, 2, 3]]  # (context + continuation)[-5:][:-1]
     assert ll == pytest.approx(math.log(P[2][3]) + math.log(P[3][0]))
-    # a continuation longer than the window keeps its last block_size tokens
-    (ll, _), = evaluate.score_continuations(model, [([0], [1, 2, 3, 0, 1, 2])], 8, torch.autocast("cpu", enabled=False))
-    assert model.calls[-1].tolist() == [[2, 3, 0, 1]]  # [0, 1, 2, 3, 0, 1, 2][-5:][:-1]
-    assert ll == pytest.approx(math.log(P[2][3] * P[3][0] * P[0][1] * P[1][2]))
+    with pytest.raises(ValueError, match="longer than the 4-token window"):  # the harness cannot score it either
+        evaluate.score_continuations(model, [([0], [1, 2, 3, 0, 1])], 8, torch.autocast("cpu", enabled=False))
 
 
 @pytest.fixture(scope="module")
@@ -326,6 +324,17 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
                                         "--quiet"]))
     with pytest.raises(SystemExit, match="eval.py: error: .*prepared with another tokenizer"):
         evaluate.main(["--ckpt", str(run), "--tasks", "val", "--data_dir", str(tmp_path), "--dataset", "other"])
+
+
+def test_a_document_with_a_choice_longer_than_the_window_is_skipped_and_counted(run, tmp_path, capsys):
+    folder = tmp_path / "long"
+    folder.mkdir()
+    rows = [*ROWS["piqa"], {"goal": "How?", "sol1": "Slowly.", "sol2": "the king is gold " * 20, "label": 1}]
+    (folder / "piqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = evaluate.evaluate(evaluate.parse_args(["--ckpt", str(run), "--tasks", "piqa", "--data", str(folder),
+                                                    "--out", str(tmp_path / "e.json")]))
+    assert report["results"]["piqa"]["n"] == 1 and report["results"]["piqa"]["skipped"] == 1  # 100 tokens > 32
+    assert "| piqa | file | 1 (1 skipped) | acc |" in capsys.readouterr().out
 
 
 def test_hub_loads_the_harness_datasets_and_splits(monkeypatch):
