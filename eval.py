@@ -334,8 +334,9 @@ def evaluate(args):
             raise UserError(f"--harness scores only {', '.join(TASKS)}, not {', '.join(unknown)}; "
                             f"score the others without --harness")
         chosen = {t: benchmark_requests(t, enc, model.config.block_size, args) for t in tasks}
-        results, args.command = run_harness(ckpt, model, path, {t: (c[0], c[3]) for t, c in chosen.items()}, args)
+        results, lm_eval_command = run_harness(ckpt, model, path, {t: (c[0], c[3]) for t, c in chosen.items()}, args)
         seconds, tasks = {"all": time.perf_counter() - start}, []
+        print(f"the same run with lm-eval's own command line:\n  {lm_eval_command}", file=sys.stderr)
     if any(t in TEXT_TASKS for t in tasks):
         ids, where = heldout_ids(ckpt, enc, args)
     if "val" in tasks or "rare_tokens" in tasks:
@@ -361,7 +362,7 @@ def evaluate(args):
         seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)
         print(f"{task}: {seconds[task]:.1f} s", file=sys.stderr)
     report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],
-              "command": args.command, "device": device,
+              "command": args.command, **({"lm_eval_command": lm_eval_command} if args.harness else {}), "device": device,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
     write_atomic(out, json.dumps(report, indent=2))
     print("\n".join(table(results)))
