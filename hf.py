@@ -32,27 +32,23 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 from settings import UserError
 from tokenizer import EOT, byte_to_unicode, parse_ranks
 
+
 def neox_weights(model):
     """{NeoX parameter name: float32 tensor} for a float-body GPT."""
     c = model.config
     hs = c.n_embd // c.n_head
 
-    def zeros(n):
-        return torch.zeros(n)
-
-    def bias(module, n):
-        return module.bias.detach().float() if module.bias is not None else zeros(n)
+    def bias(module, n):  # NeoX always has LayerNorm and MLP biases: zeros where we have none
+        return module.bias if module.bias is not None else torch.zeros(n)
 
     with torch.no_grad():
-        table = model.wte(torch.arange(c.vocab_size)[None])[0].float()  # (V, n_embd): the input, applied to every id
-    out = {"gpt_neox.embed_in.weight": table, "embed_out.weight": model.lm_head.weight.detach().float(),
-           "gpt_neox.final_layer_norm.weight": model.ln_f.weight.detach().float(),
-           "gpt_neox.final_layer_norm.bias": bias(model.ln_f, c.n_embd)}
-    # row r of c_attn is (part, head, dim) = divmod..., NeoX wants (head, part, dim): a permutation of rows
+        table = model.wte(torch.arange(c.vocab_size)[None])[0]  # (V, n_embd): the input applied to every id
+    out = {"gpt_neox.embed_in.weight": table, "embed_out.weight": model.lm_head.weight,
+           "gpt_neox.final_layer_norm.weight": model.ln_f.weight, "gpt_neox.final_layer_norm.bias": bias(model.ln_f, c.n_embd)}
+    # our c_attn rows run (q/k/v, head, dim); NeoX's run (head, q/k/v, dim): the same rows, reordered
     order = torch.arange(3 * c.n_embd).view(3, c.n_head, hs).transpose(0, 1).reshape(-1)  # (3 n_embd,)
     for i, block in enumerate(model.h):
-        p = f"gpt_neox.layers.{i}."
-        attn, mlp = block.attn, block.mlp
+        p, attn, mlp = f"gpt_neox.layers.{i}.", block.attn, block.mlp
         out |= {p + "input_layernorm.weight": block.ln_1.weight, p + "input_layernorm.bias": bias(block.ln_1, c.n_embd),
                 p + "post_attention_layernorm.weight": block.ln_2.weight,
                 p + "post_attention_layernorm.bias": bias(block.ln_2, c.n_embd),

@@ -2,6 +2,7 @@
 Run: python -m pytest tests/test_hf.py"""
 
 import base64
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -13,7 +14,8 @@ import train
 from checkpoint import build_model, load_checkpoint
 from conftest import TINY
 from dataset import read_meta, split_ids
-from hf import bpe_merges, hf_tokenizer
+from hf import bpe_merges, export_hf, hf_tokenizer
+from model import GPT, GPTConfig
 from settings import UserError, resolve
 from tokenizer import load_encoding
 
@@ -54,6 +56,21 @@ def test_transformers_computes_our_logits_and_greedy_tokens(runs, data_dir, kind
     generated = theirs.generate(start, max_new_tokens=20, do_sample=False)[0, start.size(1):].tolist()
     assert generated[:len(tokens)] == tokens and len(tokens) >= 5
     assert generated[len(tokens):] in ([], [enc.eot_token])  # sample.py stops before the end-of-text token
+
+
+def test_a_model_with_biases_maps_them_too(runs, tmp_path):
+    ckpt = load_checkpoint(runs / "affine")
+    config = GPTConfig(**{**ckpt["model_config"], "bias": True})
+    torch.manual_seed(0)
+    model = GPT(config).eval()
+    for name, p in model.named_parameters():  # every bias and norm away from its initial value
+        if p.dim() == 1:
+            p.data.normal_(0, 0.5)
+    export_hf(model, {**ckpt, "model_config": asdict(config)}, tmp_path / "hf")
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    ids = torch.randint(0, 300, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (theirs(ids).logits - model(ids, all_positions=True)[0]).abs().max() < 1e-4
 
 
 def test_the_model_card_says_how_the_input_table_was_made(runs):
