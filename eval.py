@@ -317,26 +317,9 @@ def writable_output(out):
     return out
 
 
-def evaluate(args):
-    device = pick_device(args.device)
-    path = find_checkpoint(args.ckpt)
-    out = writable_output(Path(args.out) if args.out else path.parent / ("eval-harness.json" if args.harness else "eval.json"))
-    ckpt = load_checkpoint(path, "cpu")
-    model = build_model(ckpt).to(device).eval()
-    enc = load_encoding(ckpt["tokenizer"])
-    autocast = pick_dtype("auto", device)[2]
-    tasks = args.tasks.split(",")
+def score_tasks(ckpt, model, enc, tasks, args, autocast):
+    """({task: results}, {task: seconds}) of eval.py's own scoring."""
     results, seconds = {}, {}
-    if args.harness:  # the same documents, scored by lm-eval itself
-        start = time.perf_counter()
-        unknown = [t for t in tasks if t not in TASKS]
-        if unknown:
-            raise UserError(f"--harness scores only {', '.join(TASKS)}, not {', '.join(unknown)}; "
-                            f"score the others without --harness")
-        chosen = {t: benchmark_requests(t, enc, model.config.block_size, args) for t in tasks}
-        results, lm_eval_command = run_harness(ckpt, model, path, {t: (c[0], c[3]) for t, c in chosen.items()}, args)
-        seconds, tasks = {"all": time.perf_counter() - start}, []
-        print(f"the same run with lm-eval's own command line:\n  {lm_eval_command}", file=sys.stderr)
     if any(t in TEXT_TASKS for t in tasks):
         ids, where = heldout_ids(ckpt, enc, args)
     if "val" in tasks or "rare_tokens" in tasks:
@@ -361,9 +344,37 @@ def evaluate(args):
             results[task] = run_benchmark(task, model, enc, args, autocast)
         seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)
         print(f"{task}: {seconds[task]:.1f} s", file=sys.stderr)
+    return results, seconds
+
+
+def harness_tasks(ckpt, model, path, enc, tasks, args):
+    """({task: results}, {"all": seconds}, the lm_eval command): the same documents, scored by lm-eval."""
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise UserError(f"--harness scores only {', '.join(TASKS)}, not {', '.join(unknown)}; "
+                        f"score the others without --harness")
+    start = time.perf_counter()
+    chosen = {t: benchmark_requests(t, enc, model.config.block_size, args) for t in tasks}
+    results, command = run_harness(ckpt, model, path, {t: (c[0], c[3]) for t, c in chosen.items()}, args)
+    print(f"the same run with lm-eval's own command line:\n  {command}", file=sys.stderr)
+    return results, {"all": time.perf_counter() - start}, command
+
+
+def evaluate(args):
+    device = pick_device(args.device)
+    path = find_checkpoint(args.ckpt)
+    out = writable_output(Path(args.out) if args.out else path.parent / ("eval-harness.json" if args.harness else "eval.json"))
+    ckpt = load_checkpoint(path, "cpu")
+    model = build_model(ckpt).to(device).eval()
+    enc = load_encoding(ckpt["tokenizer"])
+    tasks = args.tasks.split(",")
     report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],
-              "command": args.command, **({"lm_eval_command": lm_eval_command} if args.harness else {}), "device": device,
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
+              "command": args.command, "device": device}
+    if args.harness:
+        results, seconds, report["lm_eval_command"] = harness_tasks(ckpt, model, path, enc, tasks, args)
+    else:
+        results, seconds = score_tasks(ckpt, model, enc, tasks, args, pick_dtype("auto", device)[2])
+    report |= {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
     write_atomic(out, json.dumps(report, indent=2))
     print("\n".join(table(results)))
     print(f"wrote {out}", file=sys.stderr)
