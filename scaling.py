@@ -80,11 +80,12 @@ def papers_compute():
 
 
 def estimate(todo, done):
-    """Hours left: the remaining runs' FLOPs at the FLOP/s of the finished ones (None before any)."""
+    """Hours left: the remaining runs' FLOPs at the highest FLOP/s a finished run measured (None
+    before any). The highest, not the mean: a run that shared the cores with other work, or was
+    paused, measured the machine's load rather than its speed; so this is a lower bound."""
     if not done:
         return None
-    rate = sum(f for f, _ in done) / sum(w for _, w in done)
-    return sum(todo) / rate / 3600
+    return sum(todo) / max(f / w for f, w in done) / 3600
 
 
 def fit(points):
@@ -187,7 +188,7 @@ def main(argv=None):
                         if not compare.finished(compare.run_dir(root / n, k, seed), point_settings(base, n)["max_iters"])]
                 hours = estimate(todo, done)
                 print(f"== {name}: {kind}; {len(todo)} run(s) left" +
-                      (f", about {hours:.1f} h at the speed measured so far" if hours else ""), flush=True)
+                      (f", at least {hours:.1f} h at the fastest speed measured so far" if hours else ""), flush=True)
                 runs.update(compare.run_all(settings, [kind], args.seeds, root / name, True))
                 done += [(plan[name][0], r["wall_s"]) for r in runs[kind]]
             summary = compare.summarize(runs)

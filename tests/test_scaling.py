@@ -39,6 +39,7 @@ def test_fit_recovers_a_known_line():
 def test_estimate_scales_by_measured_speed():
     assert scaling.estimate([3.6e12], []) is None
     assert scaling.estimate([7.2e15, 3.6e15], [(1e12, 1.0)]) == pytest.approx(3.0)  # 1e12 FLOP/s: 10,800 s
+    assert scaling.estimate([7.2e15, 3.6e15], [(1e12, 1.0), (1e12, 4.0)]) == pytest.approx(3.0)  # a slowed run: ignored
 
 
 def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsys):
