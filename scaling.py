@@ -100,18 +100,32 @@ def fit(points):
 
 
 def analyse(rows, papers):
-    """Per axis: the line through its points (base included) and its reading at the papers' compute."""
-    fits = {}
+    """Per axis, two fits through its points (base included), each read at the papers' compute:
+    a line, gap = a + b log10 C, which may cross zero (the papers found the codes slightly ahead);
+    and a power law, gap = A C^d (log10 gap linear in log10 C), which assumes a positive gap that
+    decays towards zero, fitted only when every gap on the axis is positive. Where they disagree,
+    the extrapolation says nothing beyond the sign of the trend."""
+    fits, x = {}, math.log10(papers)
+
+    def read(a, b, cov):  # the fit at the papers' compute, with its standard error
+        return a + b * x, math.sqrt(cov[0, 0] + 2 * x * cov[0, 1] + x * x * cov[1, 1])
+
     for axis in ("width", "tokens"):
         points = [r for r in rows if r["axis"] in (axis, "base") and r["input"] == "binary"]
         if len(points) < 2:
             continue
         a, b, cov = fit(points)
-        x = math.log10(papers)
-        spread = math.sqrt(cov[0, 0] + 2 * x * cov[0, 1] + x * x * cov[1, 1])
+        at, spread = read(a, b, cov)
         fits[axis] = {"a": a, "b_per_decade": b, "b_stderr": math.sqrt(cov[1, 1]), "points": len(points),
-                      "at_papers": a + b * x, "at_papers_stderr": spread,
+                      "at_papers": at, "at_papers_stderr": spread,
                       "zero_at": 10 ** (-a / b) if b < 0 < a or a < 0 < b else None}
+        if all(p["gap"] > 0 for p in points):  # log10 gap, its stderr by the delta method
+            logs = [{"compute": p["compute"], "gap": math.log10(p["gap"]), "stderr": p["stderr"] / (p["gap"] * math.log(10))}
+                    for p in points]
+            c, d, cov = fit(logs)
+            at, spread = read(c, d, cov)
+            fits[axis]["power"] = {"exponent": d, "exponent_stderr": math.sqrt(cov[1, 1]), "at_papers": 10 ** at,
+                                   "at_papers_factor": 10 ** spread}  # one standard error: x or / this factor
     return fits
 
 
@@ -127,7 +141,8 @@ def report(command, info, rows, fits, papers, base_files):
                      f"{r['lr']:g} | {r['compute']:.2e} | {100 * r['share']:.1f}% | {r['seeds']} | "
                      f"{r['learned_bpb']:.4f} | {r['input']} | {r['bpb']:.4f} | {r['gap']:+.4f} ± {r['stderr']:.4f} | "
                      f"{r['loss_gap']:+.4f} ± {r['loss_stderr']:.4f} |")
-    lines += ["", f"Fits (binary vs learned, gap = a + b log10 C, weighted by 1 / stderr^2); the papers' compute "
+    lines += ["", f"Fits (binary vs learned, gap = a + b log10 C, weighted by 1 / stderr^2, and where every gap is "
+              f"positive a power law; see scaling.analyse); the papers' compute "
               f"C = {papers:.2e} FLOPs (config/binary.py: 32 layers, n_embd 1024, V = 65,536, 17B tokens):", ""]
     for axis, f in fits.items():
         zero = f"{f['zero_at']:.1e} FLOPs" if f["zero_at"] else "never (the line does not cross 0)"
@@ -135,6 +150,11 @@ def report(command, info, rows, fits, papers, base_files):
                      f"bits/byte per decade of compute; gap 0 at {zero}; read at the papers' compute "
                      f"{f['at_papers']:+.3f} ± {f['at_papers_stderr']:.3f} bits/byte (an extrapolation over "
                      f"{math.log10(papers) - max(math.log10(r['compute']) for r in rows):.1f} decades).")
+        if "power" in f:
+            p = f["power"]
+            lines.append(f"  Power law gap = A C^d: d = {p['exponent']:+.3f} ± {p['exponent_stderr']:.3f}; read at the "
+                         f"papers' compute {p['at_papers']:.2e} bits/byte (one standard error: x or / "
+                         f"{p['at_papers_factor']:.1f}).")
     return "\n".join(lines) + "\n"
 
 

@@ -34,6 +34,11 @@ def test_fit_recovers_a_known_line():
     assert a == pytest.approx(0.5) and b == pytest.approx(-0.1) and cov[1, 1] > 0
     fits = scaling.analyse([{**p, "axis": "tokens", "input": "binary"} for p in points], papers=1e16)
     assert fits["tokens"]["at_papers"] == pytest.approx(0.5 - 1.6) and fits["tokens"]["zero_at"] == pytest.approx(1e5)
+    assert "power" not in fits["tokens"]  # a gap below zero: no power law
+    power = [{"compute": 10.0 ** x, "gap": 0.2 * 10 ** (-0.5 * (x - 12)), "stderr": 0.001, "axis": "width", "input": "binary"}
+             for x in (12, 13, 14)]  # gap 0.2, 0.063, 0.02: a power law with exponent -0.5
+    law = scaling.analyse(power, papers=1e18)["width"]["power"]
+    assert law["exponent"] == pytest.approx(-0.5) and law["at_papers"] == pytest.approx(0.2e-3)
 
 
 def test_estimate_scales_by_measured_speed():
@@ -49,7 +54,7 @@ def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsy
             "--lr_decay_iters=4", "--eval_interval=4"]
     scaling.main(argv)
     out = capsys.readouterr().out
-    assert "== base: learned; 14 run(s) left" in out and "h at the speed measured so far" in out
+    assert "== base: learned; 14 run(s) left" in out and "h at the fastest speed measured so far" in out
     results = json.loads((tmp_path / "results" / "scaling.json").read_text())
     rows = results["rows"]
     assert [(r["point"], r["input"]) for r in rows] == [("base", "binary"), ("width-48", "binary"),
