@@ -4,14 +4,17 @@
     python eval.py --ckpt out/ --tasks hellaswag --data bundle --limit 200
     python eval.py --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
     python eval.py --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
+    python eval.py --ckpt out/ --tasks hellaswag,piqa --harness  # the same documents through the real lm-eval
 
 Multiple choice and LAMBADA follow the LM Evaluation Harness (v0.4) exactly: a choice's score is
 the summed log-likelihood of " " + choice given the context; `acc` takes the argmax of the sums,
 `acc_norm` of each sum divided by the choice's length in characters (the harness's
 completion_len); ties go to the first choice (np.argmax). LAMBADA's `acc` is 1 when greedy
 decoding reproduces every token of the target word, its `ppl` is exp(-mean log-likelihood of
-the word). Contexts longer than the window lose tokens from the left. Each accuracy comes with
-its standard error, sample std / sqrt(n) (the harness's mean_stderr). Prompt formats: tasks.py.
+the word). Contexts longer than the window lose tokens from the left; a document with a choice
+longer than the window is skipped and counted, as the harness cannot score it. Each accuracy
+comes with its standard error, sample std / sqrt(n) (the harness's mean_stderr). Prompt
+formats: tasks.py.
 
 The table goes to stdout, progress to stderr, everything to a JSON file (--out).
 """
