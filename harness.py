@@ -16,9 +16,9 @@ The folder stays, so the standard command line reproduces the numbers without th
         --include_path out/harness --tasks tablefree_hellaswag,tablefree_piqa,...
 
 Documents with a choice longer than the model's window are left out of both (the harness
-asserts on them; eval.benchmark_requests counts them as `skipped`). One difference by design:
-the harness scores ARC on its test split and the offline bundle
-holds only validation (tasks.py), so with --data bundle both tools score ARC's validation split.
+asserts on them; eval.benchmark_requests counts them as `skipped`). ARC: the harness scores its
+test split, the offline bundle holds only validation (tasks.py), so with --data bundle both
+tools score ARC's validation split.
 """
 
 import json
@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 
 from hf import export_hf
-from settings import UserError
+from settings import UserError, pick_device
 from tasks import TASKS
 
 PREFIX = "tablefree_"
@@ -87,7 +87,7 @@ def run_harness(ckpt, model, path, tasks, args):
         write_task(name, rows, info["split"], folder)
     names = [PREFIX + n for n in tasks]
     model_args = f"pretrained={hf_dir},dtype=float32"
-    device = "cpu" if args.device == "auto" else args.device
+    device = pick_device(args.device)
     command = (f"lm_eval --model hf --model_args {model_args} --device {device} --batch_size {args.batch_size} "
                f"--include_path {folder} --tasks {','.join(names)}")
     raw = lm_eval.simple_evaluate(model="hf", model_args=model_args, tasks=names, batch_size=args.batch_size,
