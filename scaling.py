@@ -126,6 +126,13 @@ def analyse(rows, papers):
             at, spread = read(c, d, cov)
             fits[axis]["power"] = {"exponent": d, "exponent_stderr": math.sqrt(cov[1, 1]), "at_papers": 10 ** at,
                                    "at_papers_factor": 10 ** spread}  # one standard error: x or / this factor
+    swept = [r for r in rows if r["axis"] in ("lr", "base") and r["input"] == "binary"]
+    if len(swept) > 1:  # each input at its own best learning rate: is the gap an artefact of one lr?
+        best = {k: min(swept, key=lambda r: r["summaries"][k]["val_bpb"]) for k in ("learned", "binary")}
+        g = compare.gap(best["binary"]["summaries"]["binary"], best["learned"]["summaries"]["learned"])
+        fits["lr"] = {"swept": sorted(r["lr"] for r in swept), "gap": g["bpb_gap"], "stderr": g["bpb_stderr"],
+                      **{f"{k}_{key}": best[k][key] if key == "lr" else best[k]["summaries"][k]["val_bpb"]
+                         for k in best for key in ("lr", "bpb")}}
     return fits
 
 
@@ -144,7 +151,7 @@ def report(command, info, rows, fits, papers, base_files):
     lines += ["", f"Fits (binary vs learned, gap = a + b log10 C, weighted by 1 / stderr^2, and where every gap is "
               f"positive a power law; see scaling.analyse); the papers' compute "
               f"C = {papers:.2e} FLOPs (config/binary.py: 32 layers, n_embd 1024, V = 65,536, 17B tokens):", ""]
-    for axis, f in fits.items():
+    for axis, f in ((a, f) for a, f in fits.items() if a != "lr"):
         zero = f"{f['zero_at']:.1e} FLOPs" if f["zero_at"] else "never (the line does not cross 0)"
         lines.append(f"- {axis} axis ({f['points']} points): b = {f['b_per_decade']:+.4f} ± {f['b_stderr']:.4f} "
                      f"bits/byte per decade of compute; gap 0 at {zero}; read at the papers' compute "
@@ -155,6 +162,14 @@ def report(command, info, rows, fits, papers, base_files):
             lines.append(f"  Power law gap = A C^d: d = {p['exponent']:+.3f} ± {p['exponent_stderr']:.3f}; read at the "
                          f"papers' compute {p['at_papers']:.2e} bits/byte (one standard error: x or / "
                          f"{p['at_papers_factor']:.1f}).")
+    if "lr" in fits:
+        f = fits["lr"]
+        edge = [k for k in ("learned", "binary") if f[f"{k}_lr"] in (f["swept"][0], f["swept"][-1])]
+        lines.append(f"- learning rate, each input at its best of {', '.join(f'{lr:g}' for lr in f['swept'])}: learned at "
+                     f"{f['learned_lr']:g} ({f['learned_bpb']:.4f} bits/byte), binary at {f['binary_lr']:g} "
+                     f"({f['binary_bpb']:.4f}): gap {f['gap']:+.4f} ± {f['stderr']:.4f} bits/byte."
+                     + (f" The best lr of {' and '.join(edge)} is at the edge of the sweep: its optimum may lie beyond it."
+                        if edge else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -220,7 +235,7 @@ def main(argv=None):
                              "share": share,
                              "seeds": s["seeds"], "learned_bpb": summary["learned"]["val_bpb"], "bpb": s["val_bpb"],
                              "gap": g["bpb_gap"], "stderr": g["bpb_stderr"], "loss_gap": g["loss_gap"],
-                             "loss_stderr": g["stderr"]})
+                             "loss_stderr": g["stderr"], "summaries": {"learned": summary["learned"], kind: s}})
         papers = papers_compute()
         fits = analyse(rows, papers)
         command, info = " ".join(["python scaling.py", *argv]), machine()

@@ -41,6 +41,18 @@ def test_fit_recovers_a_known_line():
     assert law["exponent"] == pytest.approx(-0.5) and law["at_papers"] == pytest.approx(0.2e-3)
 
 
+def test_each_input_at_its_best_learning_rate():
+    def summary(bpb):  # two seeds, std 0.01 each
+        return {"seeds": 2, "val_bpb": bpb, "val_bpb_std": 0.01, "val_loss": bpb, "val_loss_std": 0.01, "val_ppl": 1.0}
+
+    rows = [{"axis": axis, "input": "binary", "lr": lr, "summaries": {"learned": summary(ours), "binary": summary(theirs)}}
+            for axis, lr, ours, theirs in [("lr", 1e-3, 2.0, 2.3), ("base", 2e-3, 1.9, 2.1), ("lr", 4e-3, 1.95, 2.05)]]
+    lr = scaling.analyse(rows, papers=1e18)["lr"]
+    assert (lr["learned_lr"], lr["binary_lr"]) == (2e-3, 4e-3)  # each its own best, not the same lr
+    assert lr["gap"] == pytest.approx(2.05 - 1.9) and lr["stderr"] == pytest.approx(0.01)  # sqrt(2 * 0.01^2 / 2)
+    assert lr["swept"] == [1e-3, 2e-3, 4e-3]
+
+
 def test_estimate_scales_by_measured_speed():
     assert scaling.estimate([3.6e12], []) is None
     assert scaling.estimate([7.2e15, 3.6e15], [(1e12, 1.0)]) == pytest.approx(3.0)  # 1e12 FLOP/s: 10,800 s
