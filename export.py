@@ -19,13 +19,12 @@ it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 wei
 multiply in integers (ternary.Int8TernaryLinear).
 """
 
-import os
 import sys
 from pathlib import Path
 
 import torch
 
-from checkpoint import build_model, load_checkpoint
+from checkpoint import build_model, find_checkpoint, load_checkpoint
 from hf import export_hf
 from settings import ArgumentParser, UserError, user_errors, write_atomic
 from ternary import BitLinear, absmean_ternary, pack_ternary
@@ -62,8 +61,7 @@ def main(argv=None):
         ckpt = load_checkpoint(args.ckpt)
         model = build_model(ckpt)
         fmt = args.format or ("hf" if model.config.body == "float" else "ternary")
-        run_dir = Path(args.ckpt if os.path.isdir(args.ckpt) else Path(args.ckpt).parent)
-        out = Path(args.out) if args.out else run_dir / ("hf" if fmt == "hf" else "model.ternary.pt")
+        out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / ("hf" if fmt == "hf" else "model.ternary.pt")
         if fmt == "hf":
             export_hf(model, ckpt, out)
         else:
