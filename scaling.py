@@ -42,6 +42,7 @@ POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so e
     "vocab-8k": ("vocab", {"dataset": "cpu-mix-8k"}, ("learned", "binary")),
     "lr-1e-3": ("lr", {"learning_rate": 1e-3, "min_lr": 1e-4}, ("learned", "binary")),
     "lr-4e-3": ("lr", {"learning_rate": 4e-3, "min_lr": 4e-4}, ("learned", "binary")),
+    "lr-8e-3": ("lr", {"learning_rate": 8e-3, "min_lr": 8e-4}, ("learned", "binary")),  # both were best at 4e-3
     "tokens-2x": ("tokens", {"max_iters": 2400, "lr_decay_iters": 2400}, ("learned", "binary")),
     "tokens-4x": ("tokens", {"max_iters": 4800, "lr_decay_iters": 4800}, ("learned", "binary")),
     "width-384": ("width", {"n_embd": 384}, ("learned", "binary", "affine")),  # the largest point
