@@ -175,23 +175,33 @@ def report(command, info, rows, fits, papers, base_files):
 
 
 def plot(rows, path):
-    """The gap against compute and against the table's share of parameters, if matplotlib is installed."""
+    """The gap against compute, against the table's share of parameters (each axis a line through
+    the base point) and against the learning rate (a sweep at one compute, so a panel of its own),
+    if matplotlib is installed."""
     plt = compare.pyplot()
     if plt is None:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, key, label in ((axes[0], "compute", "training compute (FLOPs)"), (axes[1], "share", "table share of learned's parameters")):
-        for i, axis in enumerate(("base", *AXES)):
-            for kind, marker in (("binary", "o"), ("affine", "s")):
-                pts = [r for r in rows if r["axis"] == axis and r["input"] == kind]
-                if pts:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    panels = [(axes[0], "compute", "training compute (FLOPs)", ("width", "tokens", "vocab"), "log"),
+              (axes[1], "share", "table share of learned's parameters", ("width", "tokens", "vocab"), "linear"),
+              (axes[2], "lr", "learning rate (base point)", ("lr",), "log")]
+    for ax, key, label, lines, scale in panels:
+        for axis in lines:
+            for kind, marker in (("binary", "o-"), ("affine", "s")):
+                pts = sorted((r for r in rows if r["axis"] in (axis, "base") and r["input"] == kind), key=lambda r: r[key])
+                if pts and any(r["axis"] == axis for r in pts):
                     ax.errorbar([p[key] for p in pts], [p["gap"] for p in pts], yerr=[2 * p["stderr"] for p in pts],
-                                fmt=marker, color=f"C{i}", label=f"{axis} ({kind})", capsize=3)
+                                fmt=marker, color=f"C{AXES.index(axis)}", label=f"{axis} ({kind})", capsize=3)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set(xlabel=label, ylabel="gap, bits/byte (input - learned)", xscale="log" if key == "compute" else "linear")
+        ax.set(xlabel=label, ylabel="gap, bits/byte (input - learned)", xscale=scale)
+        if key == "lr":  # the swept values themselves, not a log axis's crowded minor ticks
+            swept = sorted({r["lr"] for r in rows if r["axis"] in ("lr", "base")})
+            ax.set_xticks(swept, [f"{lr:g}" for lr in swept], minor=False)
+            ax.minorticks_off()
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle("fixed code minus learned table, ± 2 standard errors")
+        if ax.get_legend_handles_labels()[0]:  # (a grid without an lr sweep leaves its panel empty)
+            ax.legend(fontsize=7)
+    fig.suptitle("fixed code minus learned table, ± 2 standard errors (each axis through the base point)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

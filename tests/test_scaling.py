@@ -82,6 +82,7 @@ def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsy
     assert set(results["fits"]) == {"width", "tokens"} and math.isfinite(results["fits"]["tokens"]["at_papers"])
     table = (tmp_path / "results" / "scaling.md").read_text()
     assert "| tokens-2x | tokens | 32 | 300 |" in table and "- tokens axis (2 points)" in table
+    assert (tmp_path / "results" / "scaling.png").read_bytes()[:4] == b"\x89PNG"  # matplotlib: requirements-extras.txt
     monkeypatch.setattr(scaling.compare.train, "train", lambda s: pytest.fail("a finished run was trained again"))
     scaling.main(argv)  # everything finished: rebuilt from the logs
     assert "0 run(s) left" in capsys.readouterr().out
