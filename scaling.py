@@ -14,10 +14,11 @@ runs are left and an estimate of the time they need, from the FLOP/s the finishe
 
 The gap at a point is an input's mean val bits per byte minus learned's over the seeds, with the
 standard error of the difference (bits per byte, not nats per token: the vocabulary changes the
-token count). The fit (our choice) is a straight line gap = a + b log10(C) through an axis's
-points, C the training compute (train.py's FLOPs per token x tokens), weighted by 1 / stderr^2,
-and read at the papers' compute; with three points and an extrapolation over six or more
-decades it says which way the trend points, not what the papers' gap is.
+token count). Two fits (our choice) through an axis's points, weighted by 1 / stderr^2, with C the
+training compute (train.py's FLOPs per token x tokens): a straight line gap = a + b log10(C), and,
+where every gap is positive, a power law gap = A C^d; both are read at the papers' compute. With
+three points and an extrapolation over five and a half decades they say which way the trend
+points, not what the papers' gap is.
 """
 
 import json
