@@ -183,8 +183,9 @@ def plot(rows, path):
     if plt is None:
         return
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    panels = [(axes[0], "compute", "training compute (FLOPs)", ("width", "tokens", "vocab"), "log"),
-              (axes[1], "share", "table share of learned's parameters", ("width", "tokens", "vocab"), "linear"),
+    trends = tuple(a for a in AXES if a != "lr")  # the lr sweep sits at one compute and one share
+    panels = [(axes[0], "compute", "training compute (FLOPs)", trends, "log"),
+              (axes[1], "share", "table share of learned's parameters", trends, "linear"),
               (axes[2], "lr", "learning rate (base point)", ("lr",), "log")]
     for ax, key, label, lines, scale in panels:
         for axis in lines:
