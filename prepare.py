@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from corpus import HUB, fetch_source, input_paths, open_corpus
-from settings import ArgumentParser, UserError, fsync_directory, require, user_errors, write_atomic
-from tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
+from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
+from tablefree.errors import ArgumentParser, UserError, require, user_errors
+from tablefree.files import fsync_directory, write_atomic
+from tablefree.tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
 
@@ -154,6 +155,7 @@ def read_old_meta(path):
 
 def prepare(args):
     """Run the whole preparation; returns the meta dict (also written to meta.json)."""
+    started = time.perf_counter()
     name = args.name or (Path(args.input[0]).stem if args.input else args.dataset.replace(",", "+"))
     directory = Path(args.out_dir) / name
     settings = {k: v for k, v in vars(args).items() if k not in ("force", "workers", "quiet")}
@@ -209,7 +211,8 @@ def prepare(args):
         splits[split] = {"files": writer.files, "tokens": writer.tokens, "bytes": writer.bytes}
     meta = {"source": source, "text_sha256": digest.hexdigest(), "tokenizer": info,
             "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name, "splits": splits,
-            "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "seconds": time.perf_counter() - started}
     fsync_directory(directory)  # the shards' renames are on disk before meta.json is
     write_atomic(meta_path, json.dumps(meta, indent=2))  # the directory is finished only now
     for split, s in splits.items():

@@ -14,9 +14,10 @@ import sys
 
 import torch
 
-from checkpoint import build_model, load_checkpoint
-from settings import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors
-from tokenizer import load_encoding
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.device import pick_device, pick_dtype
+from tablefree.errors import ArgumentParser, UserError, require, user_errors
+from tablefree.tokenizer import load_encoding
 
 
 def parse_args(argv=None):

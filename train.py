@@ -1,20 +1,14 @@
-"""Train a GPT with a learned, binary, affine, Kronecker or frozen token input. Reads top to bottom.
+"""Train a GPT with a learned, binary, affine, Kronecker or frozen token input.
 
     python train.py config/shakespeare.py                          # CPU quick start
     python train.py config/shakespeare.py --input=learned          # the baseline
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
     python train.py config/shakespeare.py --init_from=resume       # continue out_dir's run
     python train.py config/shakespeare.py --input=frozen --codes_from=out-learned   # codes from a learned run
+    python train.py --help                                         # every setting below, with its meaning
 
-The settings below are the defaults; config files and --key=value override them (settings.py).
-Randomness is a pure function of (seed, rank, step), so a resumed run repeats exactly what the
-interrupted one would have done (bit for bit on CPU).
-
-The defaults follow the shape of A. Bochkov, "Language Models Without a Trainable Input
-Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751):
-32 layers, d_model 1024, V = 65,536 (K = 16), ~17B tokens, three seeds. The paper does not give
-its optimizer, learning rate, schedule, batch size or precision: those defaults are our choice,
-following nanoGPT / GPT-3 practice, and are labelled so below.
+The settings below are the defaults; config files and --key=value override them. Randomness is a
+pure function of (seed, rank, step), so a resumed run repeats the interrupted one bit for bit.
 """
 
 import hashlib
@@ -24,23 +18,25 @@ import os
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import (build_model, load_checkpoint, model_state, read_code_source, refuse_to_overwrite,
-                        save_checkpoint, start_run_dir, tokenizer_state)
 from codes import describe_quality
-from dataset import bits_per_byte, get_batch, open_split, read_meta
-from model import GPT, GPTConfig
-from settings import (UserError, append_line, peak_flops_of, pick_device, pick_dtype, require, resolve,
-                      settings_help, user_errors)
-from tokenizer import load_encoding, vocab_bytes
+from model import GPT
+from tablefree.checkpoint import (build_model, model_state, read_code_source, refuse_to_overwrite, save_checkpoint,
+                                  start_run_dir, tokenizer_state)
+from tablefree.configurator import resolve, settings_help
+from tablefree.data import bits_per_byte, get_batch, open_split, read_meta
+from tablefree.device import peak_flops_of, pick_device, pick_dtype
+from tablefree.errors import UserError, user_errors
+from tablefree.files import append_line
+from tablefree.run_settings import check_settings, model_config, resume_from
+from tablefree.tokenizer import load_encoding, vocab_bytes
 
 # -----------------------------------------------------------------------------
 # I/O
@@ -96,108 +92,25 @@ peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (non
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith("_") and type(v) in (int, float, bool, str)}
-MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")  # V: from the data
 
 
-# the lowest value each numeric run setting may take (GPTConfig checks the model's own)
-AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "batch_size",
-                             "gradient_accumulation_steps"), 1),
-            **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
-                             "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops"), 0)}
-CHOICES = {"init_from": ("scratch", "resume"), "nonfinite": ("stop", "skip")}
-FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
-
-
-def check_settings(settings):
-    """The settings dict as a namespace (s.batch_size), after checking every value's range."""
-    s = SimpleNamespace(**settings)
-    for key, low in AT_LEAST.items():
-        require(getattr(s, key) >= low, key, getattr(s, key), f"at least {low}")
-    for key in ("beta1", "beta2"):
-        require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
-    for key, choices in CHOICES.items():
-        require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
-    model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)
-    return s
-
-
-def model_config(s, vocab_size):
-    """GPTConfig from the model settings; what it refuses is a one-line error."""
-    try:
-        return GPTConfig(vocab_size=vocab_size, **{key: getattr(s, key) for key in MODEL_KEYS})
-    except ValueError as e:
-        raise UserError(str(e)) from None
-
-
-def seed_of(*keys):
-    """A 63-bit seed from a tuple such as (seed, step, micro_step), the same in every process."""
-    return int.from_bytes(hashlib.sha256(repr(keys).encode()).digest()[:8], "little") >> 1
-
-
-def lr_at(it, s):
-    """Linear warmup for warmup_iters, then cosine decay to min_lr at lr_decay_iters."""
-    if not s.decay_lr:
-        return s.learning_rate
-    if it < s.warmup_iters:
-        return s.learning_rate * (it + 1) / (s.warmup_iters + 1)
-    if it > s.lr_decay_iters:
-        return s.min_lr
-    ratio = (it - s.warmup_iters) / max(1, s.lr_decay_iters - s.warmup_iters)
-    return s.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (s.learning_rate - s.min_lr)
-
-
-def resume_from(s, given, out):
-    """The checkpoint in out, after checking that it fits the settings.
-
-    The checkpoint fixes the architecture, the dataset and the seed: one of them given (in
-    `given`, or every key when given is None) with another value is an error; the ones not
-    given take the checkpoint's values."""
-    ckpt = load_checkpoint(out, "cpu")
-    missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
-    if missing:
-        raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
-                        f"evaluated but not resumed; start a new run in another out_dir")
-    recorded = {**ckpt["settings"], **ckpt["model_config"]}
-    for key in FIXED_BY_CHECKPOINT:
-        trained, asked = recorded[key], getattr(s, key)
-        if asked != trained and (given is None or key in given):
-            raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
-                            f"drop --{key} or start a new run in another out_dir")
-        setattr(s, key, trained)
-    return ckpt
-
-
-def require_finite_val(val_loss, iter_num):
-    """A non-finite validation loss stops the run before it can overwrite a good checkpoint."""
-    if not math.isfinite(val_loss):
-        raise UserError(f"validation loss is {val_loss} at step {iter_num}; not saving, lower "
-                        f"learning_rate or resume from the last good checkpoint")
-
-
-def skip_nonfinite(policy, loss, iter_num, log):
-    """A step whose loss is not finite: stop with an error, or log that its update was skipped."""
-    if policy == "stop":
-        raise UserError(f"training loss is {loss} at step {iter_num}; stopped before updating the "
-                        f"weights, the last checkpoint is untouched; lower learning_rate, or resume "
-                        f"with --nonfinite=skip")
-    log({"iter": iter_num + 1, "skipped": f"non-finite loss {loss}"},
-        f"step {iter_num}: skipped, the training loss is {loss}")
-
-
-def rank_checksums(model, world):
-    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
-    flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
-    checksum = torch.stack([flat.sum(), (flat * flat).sum()])  # (2,)
-    gathered = [torch.zeros_like(checksum) for _ in range(world)]
-    dist.all_gather(gathered, checksum)
-    return [c.tolist() for c in gathered]
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        print(f"usage: python train.py [config/*.py ...] [--key=value ...]\n\n{__doc__.strip()}\n\n"
+              f"settings (default, meaning):\n{settings_help(__file__, DEFAULTS)}")
+        return
+    with user_errors("train.py"):
+        given = set()
+        settings = resolve(DEFAULTS, argv, given)
+        train(settings, given)
 
 
 def train(settings, given=None):
     """Run the training the settings dict describes; return the trained (raw) model.
 
-    given: the keys the user set (settings.resolve collects them); None counts every key as
-    set, as when compare.py or a test passes complete settings."""
+    given: the keys the user set (configurator.resolve collects them); None counts every key as
+    set, as when a test passes complete settings."""
     s = check_settings(settings)
 
     # ---- processes and devices: one process per device under torchrun ----
@@ -384,16 +297,49 @@ def train(settings, given=None):
     return raw_model
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if "-h" in argv or "--help" in argv:
-        print(f"usage: python train.py [config/*.py ...] [--key=value ...]\n\n{__doc__.strip()}\n\n"
-              f"settings (default, meaning):\n{settings_help(__file__, DEFAULTS)}")
-        return
-    with user_errors("train.py"):
-        given = set()
-        settings = resolve(DEFAULTS, argv, given)
-        train(settings, given)
+# ---- the helpers the run calls ----
+
+def seed_of(*keys):
+    """A 63-bit seed from a tuple such as (seed, step, micro_step), the same in every process."""
+    return int.from_bytes(hashlib.sha256(repr(keys).encode()).digest()[:8], "little") >> 1
+
+
+def lr_at(it, s):
+    """Linear warmup for warmup_iters, then cosine decay to min_lr at lr_decay_iters."""
+    if not s.decay_lr:
+        return s.learning_rate
+    if it < s.warmup_iters:
+        return s.learning_rate * (it + 1) / (s.warmup_iters + 1)
+    if it > s.lr_decay_iters:
+        return s.min_lr
+    ratio = (it - s.warmup_iters) / max(1, s.lr_decay_iters - s.warmup_iters)
+    return s.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (s.learning_rate - s.min_lr)
+
+
+def require_finite_val(val_loss, iter_num):
+    """A non-finite validation loss stops the run before it can overwrite a good checkpoint."""
+    if not math.isfinite(val_loss):
+        raise UserError(f"validation loss is {val_loss} at step {iter_num}; not saving, lower "
+                        f"learning_rate or resume from the last good checkpoint")
+
+
+def skip_nonfinite(policy, loss, iter_num, log):
+    """A step whose loss is not finite: stop with an error, or log that its update was skipped."""
+    if policy == "stop":
+        raise UserError(f"training loss is {loss} at step {iter_num}; stopped before updating the "
+                        f"weights, the last checkpoint is untouched; lower learning_rate, or resume "
+                        f"with --nonfinite=skip")
+    log({"iter": iter_num + 1, "skipped": f"non-finite loss {loss}"},
+        f"step {iter_num}: skipped, the training loss is {loss}")
+
+
+def rank_checksums(model, world):
+    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
+    flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
+    checksum = torch.stack([flat.sum(), (flat * flat).sum()])  # (2,)
+    gathered = [torch.zeros_like(checksum) for _ in range(world)]
+    dist.all_gather(gathered, checksum)
+    return [c.tolist() for c in gathered]
 
 
 if __name__ == "__main__":

@@ -22,20 +22,25 @@ import numpy as np
 import pytest
 import torch
 
-import compare
-import eval as evaluate
-import export
-import extend
 import prepare
 import sample
 import train
 from conftest import TINY
+from experiments import bench, compare
 from model import GPT, GPTConfig
-from settings import resolve
+from tablefree.checkpoint import packed_ternary
+from tablefree.configurator import resolve
+from tools import evaluate, export, extend
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "eval": evaluate, "compare": compare, "extend": extend,
+SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "evaluate": evaluate, "compare": compare, "extend": extend,
            "export": export}
+
+
+def command(script):
+    """How a user starts a script: `python train.py`, `python -m tools.evaluate`, `python -m experiments.compare`."""
+    module = SCRIPTS.get(script) or bench
+    return [f"{script}.py"] if "." not in module.__name__ else ["-m", module.__name__]
 
 
 class RunsCode:
@@ -89,7 +94,7 @@ def world(data_dir, tmp_path_factory):
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
     ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
-    packed = export.ternary_export(ternary, {**ckpt, "model_config": asdict(ternary.config)})
+    packed = packed_ternary(ternary, {**ckpt, "model_config": asdict(ternary.config)})
     packed["ternary"]["h.0.mlp.c_fc"]["packed"][0, 0] = 0b11  # a code no weight has
     torch.save(packed, runs / "bad.ternary.pt")
     return root
@@ -157,12 +162,12 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
     ("export", ["--ckpt", "{runs}/torn"], "corrupt, truncated or unsafe"),
-    ("eval", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "cannot write the results to"),
-    ("eval", ["--ckpt", "{runs}/good", "--harness", "--tasks", "piqa,val"], "arc_challenge, lambada, not val; score the others without --harness"),
-    ("eval", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
-    ("eval", ["--ckpt", "{runs}/good", "--batch_size", "0"], "--batch_size must be at least 1"),
-    ("eval", ["--ckpt", "{runs}/empty"], "no checkpoint at"),
-    ("eval", ["--ckpt", "{runs}/good", "--tasks", "val", "--text", "{root}/latin1.txt", "--out", "{root}/e.json"],
+    ("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "cannot write the results to"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--harness", "--tasks", "piqa,val"], "arc_challenge, lambada, not val; score the others without --harness"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--batch_size", "0"], "--batch_size must be at least 1"),
+    ("evaluate", ["--ckpt", "{runs}/empty"], "no checkpoint at"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--text", "{root}/latin1.txt", "--out", "{root}/e.json"],
      "cannot read --text"),
     ("extend", ["--ckpt", "{runs}/good", "--new_tokens", "0"], "--new_tokens must be at least 1"),
     ("extend", ["--ckpt", "{runs}/torn", "--results_dir", "{root}"], "corrupt, truncated or unsafe"),
@@ -193,14 +198,14 @@ def test_as_real_processes_one_line_on_stderr(world):
     """One case per script through the command line, as a user meets them (and torchrun's ranks)."""
     for script, argv, message in [next(case for case in CASES if case[0] == script) for script in SCRIPTS]:
         argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
-        done = subprocess.run([sys.executable, f"{script}.py", *argv], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, *command(script), *argv], cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert len(CASES) >= 30
 
 
 @pytest.mark.parametrize("script", [*SCRIPTS, "bench"])
 def test_every_script_answers_help(script, capsys):
-    module = SCRIPTS.get(script) or __import__(script)
+    module = SCRIPTS.get(script) or bench
     for flag in ("--help", "-h"):
         try:
             module.main([flag])

@@ -1,8 +1,10 @@
-"""bench.py --quick runs and writes a well-formed report (not that anything is fast). Run: python -m pytest tests/test_bench.py"""
+"""python -m experiments.bench --quick runs and writes a well-formed report (not that anything is fast). Run: python -m pytest tests/test_bench.py"""
 
 import json
 
-import bench
+from experiments import bench
+from experiments.bench_train import SHAPES, shapes
+from model import INPUTS
 
 
 def test_quick_bench_writes_markdown_and_json(tmp_path):
@@ -11,21 +13,21 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     results = json.loads((tmp_path / "B.json").read_text())
     for section in ("train", "memory", "input", "generate", "prepare"):
         assert f"## {section}" in report and results[section]
-    assert results["command"].startswith("python bench.py --quick")
+    assert results["command"].startswith("python -m experiments.bench --quick")
     train = results["train"]
-    assert {(r["shape"], r["input"]) for r in train} == {(s, i) for s in bench.SHAPES for i in bench.INPUTS}
+    assert {(r["shape"], r["input"]) for r in train} == {(s, i) for s in SHAPES for i in INPUTS}
     assert all(r["ms"] > 0 and r["mfu"] > 0 for r in train)  # (MFU against a peak measured at another moment:
     # on a loaded 2-core machine it can exceed 1, so no upper bound is asserted)
     fixed, learned = [r for r in train if r["input"] == "binary"], [r for r in train if r["input"] == "learned"]
     assert all(f["trainable"] < l["trainable"] for f, l in zip(fixed, learned))  # the table is gone
-    assert [(r["micro_batches"], r["input"]) for r in results["memory"]] == [(m, i) for m in (1, 2) for i in bench.INPUTS]
+    assert [(r["micro_batches"], r["input"]) for r in results["memory"]] == [(m, i) for m in (1, 2) for i in INPUTS]
     memory = {r["input"]: r for r in results["memory"]}
     assert memory["learned"]["params"] - memory["binary"]["params"] == 8192 * 256 * 4  # the --quick table, fp32
     assert memory["learned"]["adam"] == 2 * memory["learned"]["params"] and memory["affine"]["peak"] > 0
-    assert [r["input"] for r in results["input"]] == list(bench.INPUTS)
+    assert [r["input"] for r in results["input"]] == list(INPUTS)
     kronecker = [r for r in train if r["input"] == "kronecker"]
     assert all(k["trainable"] - f["trainable"] == 4096 * k_shape for k, f, k_shape in
-               zip(kronecker, fixed, [bench.shapes(True)[r["shape"]][0]["n_embd"] for r in kronecker]))  # the projection
+               zip(kronecker, fixed, [shapes(True)[r["shape"]][0]["n_embd"] for r in kronecker]))  # the projection
     assert {r["what"].split(" (")[0] for r in results["prepare"]} >= {"prepare.py --workers 1", "tiktoken.encode_ordinary_batch alone"}
     assert all(r["tokens"] > 100_000 and r["tok_s"] > 0 for r in results["prepare"])
     assert len({r["tokens"] for r in results["prepare"][:2]}) == 1  # one and two workers write the same tokens

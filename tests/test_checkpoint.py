@@ -5,9 +5,9 @@ import os
 import pytest
 import torch
 
-from checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
 from model import GPT, GPTConfig
-from settings import UserError
+from tablefree.checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
+from tablefree.errors import UserError
 
 
 class RunsCode:

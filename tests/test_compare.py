@@ -1,14 +1,13 @@
-"""compare.py end to end on a tiny preset, and the table's arithmetic. Run: python -m pytest tests/test_compare.py"""
+"""experiments/compare.py end to end on a tiny preset (every run a real train.py process), and the table's arithmetic. Run: python -m pytest tests/test_compare.py"""
 
 import json
 import math
 
 import pytest
 
-import compare
-import train
+from experiments import compare
 from conftest import TINY
-from inputs import INPUTS
+from model import INPUTS
 
 
 def fake_run(loss, trainable=1000, input_params=0):
@@ -48,7 +47,7 @@ def test_probe_summary_arithmetic():
     assert "| learned | 0.500 ± 0.141 | 1.000 ± 0.283 | 0.250 ± 0.354 |" in table and "| swap | 0.50 | 0.30 |" in table
 
 
-def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
+def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
     argv = ["--name", "tiny", "--seeds", "2", "--results_dir", str(tmp_path / "results"), "--runs_dir", str(tmp_path / "runs"),
             "--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=2"]
     compare.main(argv)
@@ -74,10 +73,12 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch):
     assert [a["model"]["code_seed"] for a in affine] == [0, 1]  # each seed draws its own A and b
     assert results["runs"]["binary"][0]["val_loss"] != results["runs"]["binary"][1]["val_loss"]  # seeds differ
 
-    monkeypatch.setattr(train, "train", lambda s: pytest.fail("a finished run was trained again"))
-    monkeypatch.setattr(compare.evaluate, "evaluate", lambda a: pytest.fail("a run's probes were scored again"))
+    def state():  # every file the runs and their probes write
+        return {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
+
+    before, _ = state(), capsys.readouterr()
     compare.main(argv)  # everything finished: the table is rebuilt from the logs and each run's eval.json
-    monkeypatch.undo()
+    assert state() == before and "== " not in capsys.readouterr().out  # no run trained, no probe scored again
     longer = [a.replace("--max_iters=4", "--max_iters=6").replace("--lr_decay_iters=4", "--lr_decay_iters=6") for a in argv]
     compare.main([*longer, "--inputs", "binary", "--seeds", "1"])  # the run continues from its step-4 checkpoint
     log = [json.loads(line) for line in (tmp_path / "runs" / "binary-seed0" / "log.jsonl").read_text().splitlines()]

@@ -15,16 +15,17 @@ import pytest
 import torch
 import torch.nn as nn
 
-import eval as evaluate
+from tools import evaluate, scoring
 import prepare
 import train
-from checkpoint import build_model, load_checkpoint
 from conftest import TINY
-from dataset import bits_per_byte
-from probes import bucket_losses, misspell, typo_metrics, typo_pairs
-from settings import UserError, resolve
-from tasks import TASKS, load_docs, load_probe_set
-from tokenizer import load_encoding
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.configurator import resolve
+from tablefree.data import bits_per_byte
+from tablefree.errors import UserError
+from tablefree.tokenizer import load_encoding
+from tools.probes import bucket_losses, misspell, typo_metrics, typo_pairs
+from tools.tasks import TASKS, load_docs, load_probe_set
 
 ROWS = {  # one or two rows per task in the hub's schema
     "hellaswag": [
@@ -114,7 +115,7 @@ def test_missing_data_is_one_clear_line(tmp_path, run):
     (bundle / TASKS["piqa"].bundle / "data-00000-of-00001.arrow").write_bytes(b"garbage")
     with pytest.raises(UserError, match="is not a readable Arrow stream"):
         load_docs("piqa", str(bundle))
-    with pytest.raises(SystemExit, match="eval.py: error: .*missing does not exist; give a folder"):
+    with pytest.raises(SystemExit, match="evaluate.py: error: .*missing does not exist; give a folder"):
         evaluate.main(["--ckpt", str(run), "--tasks", "piqa", "--data", str(tmp_path / "missing")])
 
 
@@ -142,16 +143,16 @@ P = [[0.1, 0.6, 0.2, 0.1],
 def test_acc_and_acc_norm_by_hand():
     model = Bigram(P, block_size=16)
     # context [3, 0]; choice A is token 1, choice B is tokens 2, 3
-    results = evaluate.score_continuations(model, [([3, 0], [1]), ([3, 0], [2, 3])], 8, torch.autocast("cpu", enabled=False))
+    results = scoring.score_continuations(model, [([3, 0], [1]), ([3, 0], [2, 3])], 8, torch.autocast("cpu", enabled=False))
     (ll_a, greedy_a), (ll_b, greedy_b) = results
     assert ll_a == pytest.approx(math.log(0.6)) and ll_b == pytest.approx(math.log(0.2) + math.log(0.7))
     assert greedy_a and not greedy_b  # argmax after 0 is 1; after 0 it is not 2
     # "a" is 1 character, B 10: acc picks A (-0.51 > -1.97), acc_norm picks B (-0.197 > -0.51)
     doc = {"choices": ["a", "bbbbbbbbbb"], "gold": 1}
-    assert evaluate.multiple_choice([doc], [[ll_a, ll_b]]) == pytest.approx(
+    assert scoring.multiple_choice([doc], [[ll_a, ll_b]]) == pytest.approx(
         {"acc": 0.0, "acc_stderr": float("nan"), "acc_norm": 1.0, "acc_norm_stderr": float("nan")}, nan_ok=True)
     docs = [doc, {"choices": ["a", "bbbbbbbbbb"], "gold": 0}]
-    metrics = evaluate.multiple_choice(docs, [[ll_a, ll_b]] * 2)
+    metrics = scoring.multiple_choice(docs, [[ll_a, ll_b]] * 2)
     assert metrics["acc"] == metrics["acc_norm"] == 0.5
     assert metrics["acc_stderr"] == pytest.approx(0.5)  # sample std of [0, 1] is 0.707, / sqrt(2)
 
@@ -161,25 +162,25 @@ def test_uniform_logits_score_the_chance_rate_by_the_harness_rules():
     no_autocast = torch.autocast("cpu", enabled=False)
     # every choice one token: all sums tie, np.argmax takes the first, so acc = share of gold 0
     docs = [{"choices": ["w", "x", "y", "z"], "gold": g} for g in range(4)]
-    lls = [[ll for ll, _ in evaluate.score_continuations(model, [([0], [c]) for c in range(4)], 8, no_autocast)] for _ in docs]
+    lls = [[ll for ll, _ in scoring.score_continuations(model, [([0], [c]) for c in range(4)], 8, no_autocast)] for _ in docs]
     assert all(ll == pytest.approx(-math.log(4)) for row in lls for ll in row)
-    assert evaluate.multiple_choice(docs, lls)["acc"] == 0.25  # chance for four choices with balanced labels
+    assert scoring.multiple_choice(docs, lls)["acc"] == 0.25  # chance for four choices with balanced labels
     # more tokens is less likely: acc picks the shortest in tokens, acc_norm the longest in characters
-    (short, _), (long, _) = evaluate.score_continuations(model, [([0], [1]), ([0], [1, 2, 3])], 8, no_autocast)
+    (short, _), (long, _) = scoring.score_continuations(model, [([0], [1]), ([0], [1, 2, 3])], 8, no_autocast)
     assert long == pytest.approx(3 * short)
     doc = {"choices": ["a", "twenty characters.."], "gold": 1}
-    metrics = evaluate.multiple_choice([doc], [[short, long]])
+    metrics = scoring.multiple_choice([doc], [[short, long]])
     assert metrics["acc"] == 0.0 and metrics["acc_norm"] == 1.0  # -1.39 > -4.16, but -1.39 / 1 < -4.16 / 19
 
 
 def test_left_truncation_keeps_the_last_block_size_tokens():
     model = Bigram(P, block_size=4)
     context, continuation = [0, 1, 2, 3, 0, 1, 2], [3, 0]
-    (ll, _), = evaluate.score_continuations(model, [(context, continuation)], 8, torch.autocast("cpu", enabled=False))
+    (ll, _), = scoring.score_continuations(model, [(context, continuation)], 8, torch.autocast("cpu", enabled=False))
     assert model.calls[-1].tolist() == [[0, 1, 2, 3]]  # (context + continuation)[-5:][:-1]
     assert ll == pytest.approx(math.log(P[2][3]) + math.log(P[3][0]))
     with pytest.raises(ValueError, match="longer than the 4-token window"):  # the harness cannot score it either
-        evaluate.score_continuations(model, [([0], [1, 2, 3, 0, 1])], 8, torch.autocast("cpu", enabled=False))
+        scoring.score_continuations(model, [([0], [1, 2, 3, 0, 1])], 8, torch.autocast("cpu", enabled=False))
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +197,7 @@ def test_batched_scoring_matches_one_request_at_a_time(run):
     g = torch.Generator().manual_seed(0)
     requests = [(torch.randint(0, 300, (n,), generator=g).tolist(), torch.randint(0, 300, (m,), generator=g).tolist())
                 for n, m in [(3, 1), (40, 2), (10, 5), (1, 1), (31, 4)]]  # the 40 + 2 is truncated to the window of 32
-    batched = evaluate.score_continuations(model, requests, 3, torch.autocast("cpu", enabled=False))
+    batched = scoring.score_continuations(model, requests, 3, torch.autocast("cpu", enabled=False))
     for (ctx, cont), (ll, _) in zip(requests, batched):
         seq = (ctx + cont)[-33:]
         with torch.no_grad():
@@ -207,10 +208,10 @@ def test_batched_scoring_matches_one_request_at_a_time(run):
 
 def test_pairs_are_encoded_as_the_harness_does(run):
     enc = load_encoding(load_checkpoint(run)["tokenizer"])
-    context, continuation = evaluate.encode_pair(enc, "The king ", "is gold")
-    assert (context, continuation) == evaluate.encode_pair(enc, "The king", " is gold")  # the space moves over
+    context, continuation = scoring.encode_pair(enc, "The king ", "is gold")
+    assert (context, continuation) == scoring.encode_pair(enc, "The king", " is gold")  # the space moves over
     assert enc.decode(context) == "The king" and enc.decode(continuation) == " is gold"
-    assert evaluate.encode_pair(enc, "", "The king") == ([enc.eot_token], enc.encode_ordinary("The king"))
+    assert scoring.encode_pair(enc, "", "The king") == ([enc.eot_token], enc.encode_ordinary("The king"))
 
 
 def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
@@ -218,7 +219,7 @@ def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
     model, enc = build_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
     line = enc.encode_ordinary("The crown of the king is gold, and the queen's horse is grey too.\n")
     ids = np.array((line + [enc.eot_token]) * 12)  # twelve documents
-    targets, losses = evaluate.token_losses(model, ids, None, 2, torch.autocast("cpu", enabled=False))
+    targets, losses = scoring.token_losses(model, ids, None, 2, torch.autocast("cpu", enabled=False))
     assert targets.tolist() == ids[1:].tolist()
     total = 0.0
     for start in range(0, len(ids) - 1, 32):
@@ -226,7 +227,7 @@ def test_held_out_loss_and_bpb_against_the_models_own_loss(run):
         with torch.no_grad():
             total += model(x[:, :y.size(1)], y)[1].item() * y.size(1)
     assert losses.sum() == pytest.approx(total, rel=1e-5)
-    val = evaluate.run_val(targets, losses, enc, "text")
+    val = scoring.run_val(targets, losses, enc, "text")
     text_bytes = len(enc.decode_bytes([t for t in ids[1:].tolist() if t != enc.eot_token]))
     assert val["bpb"] == pytest.approx(losses.sum() / math.log(2) / text_bytes)  # end of text counted, 0 bytes
     assert val["bpb"] == pytest.approx(bits_per_byte(losses.mean(), len(targets), text_bytes))  # train.py's
@@ -292,7 +293,7 @@ def test_echo_is_counted_when_the_continuation_holds_the_string(run):
             yield from (torch.tensor([[t]]) for t in self.reply[:n])
     enc = load_encoding(load_checkpoint(run)["tokenizer"])
     prompts = [{"category": "a", "string": "Zorbifax", "prompt": "x"}, {"category": "b", "string": "Quellimond", "prompt": "y"}]
-    result = evaluate.run_echo(Parrot(enc), enc, prompts, torch.autocast("cpu", enabled=False))
+    result = scoring.run_echo(Parrot(enc), enc, prompts, torch.autocast("cpu", enabled=False))
     assert result["echo_rate"] == 0.5 and result["by_category"] == {"a": {"n": 1, "echo_rate": 1.0}, "b": {"n": 1, "echo_rate": 0.0}}
 
 
@@ -322,7 +323,7 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     text.write_text("Some other text, tokenized another way.\n" * 50)
     prepare.prepare(prepare.parse_args(["--input", str(text), "--name", "other", "--out_dir", str(tmp_path), "--vocab_size", "260",
                                         "--quiet"]))
-    with pytest.raises(SystemExit, match="eval.py: error: .*prepared with another tokenizer"):
+    with pytest.raises(SystemExit, match="evaluate.py: error: .*prepared with another tokenizer"):
         evaluate.main(["--ckpt", str(run), "--tasks", "val", "--data_dir", str(tmp_path), "--dataset", "other"])
 
 

@@ -5,14 +5,14 @@ import json
 import pytest
 import torch
 
-import extend
+from tools import extend
 import train
-from checkpoint import load_checkpoint
 from codes import binary_code, byte_buffer, sign_project, unpack_bits
 from conftest import TINY
 from model import GPT, GPTConfig
-from settings import resolve
-from tokenizer import load_encoding, parse_ranks
+from tablefree.checkpoint import load_checkpoint
+from tablefree.configurator import resolve
+from tablefree.tokenizer import load_encoding, parse_ranks
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(64)]  # a .. z, aa .. zz, aaa ..: V = 64 = 2^6
 PIECES = [[0, 1], [2, 3], [0, 1, 2]]  # new tokens "ab", "cd", "abc"

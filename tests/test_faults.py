@@ -22,10 +22,11 @@ import pytest
 import torch
 
 import train
-from checkpoint import load_checkpoint, read_log
 from conftest import TINY
 from model import GPT
-from settings import UserError
+from tablefree.checkpoint import load_checkpoint, read_log
+from tablefree.errors import UserError
+from tablefree.configurator import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ["--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1", "--max_iters=12", "--lr_decay_iters=12", "--eval_interval=4"]
@@ -158,7 +159,7 @@ class PoisonAt:
 
 
 def run_in_process(data_dir, out_dir, *extra):
-    train.train(train.resolve(train.DEFAULTS, ["--data_dir", str(data_dir), f"--out_dir={out_dir}", *RUN, *extra]))
+    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), f"--out_dir={out_dir}", *RUN, *extra]))
 
 
 def test_nonfinite_loss_stops_before_the_update_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import train
-from checkpoint import build_model, load_checkpoint, read_code_source
 from codes import average_ranks, code_quality, pack_bits, sign_pca, sign_project, unpack_bits
 from conftest import TINY
-from inputs import source_digest
-from model import GPT, GPTConfig
-from settings import UserError, resolve
+from model import GPT, GPTConfig, source_digest
+from tablefree.checkpoint import build_model, load_checkpoint, read_code_source
+from tablefree.configurator import resolve
+from tablefree.errors import UserError
 
 
 def table(V, d, seed=0):

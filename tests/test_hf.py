@@ -7,17 +7,17 @@ from dataclasses import asdict
 import pytest
 import torch
 
-import eval as evaluate
-import export
+from tools import evaluate, export
 import sample
 import train
-from checkpoint import build_model, load_checkpoint
 from conftest import TINY
-from dataset import read_meta, split_ids
-from hf import bpe_merges, export_hf, hf_tokenizer
 from model import GPT, GPTConfig
-from settings import UserError, resolve
-from tokenizer import load_encoding
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.configurator import resolve
+from tablefree.data import read_meta, split_ids
+from tablefree.errors import UserError
+from tablefree.tokenizer import load_encoding
+from tools.hf import bpe_merges, export_hf, hf_tokenizer
 
 transformers = pytest.importorskip("transformers", reason="the export is checked with transformers: "
                                    "pip install -r requirements-dev.txt")

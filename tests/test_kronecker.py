@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import train
-from checkpoint import load_checkpoint
 from codes import byte_buffer, kronecker_values, utf8_safe_truncate
 from conftest import TINY, reference_kronecker_code
-from corpus import fetch_source
 from model import GPT, GPTConfig
-from settings import UserError, resolve
-from tokenizer import load_encoding, load_tokenizer, vocab_bytes
+from tablefree.checkpoint import load_checkpoint
+from tablefree.configurator import resolve
+from tablefree.corpus import fetch_source
+from tablefree.errors import UserError
+from tablefree.tokenizer import load_encoding, load_tokenizer, vocab_bytes
 
 SAMPLES = [b"hello", b" world", b"\xe2\x80", b"", b"a" * 40, "naïve café au lait, très".encode(), b"<|endoftext|>",
            "日本語のテキスト".encode(), b"\xff\xfe\x00\x01", bytes(range(16)), b" " * 17, b"a" * 16 + b"xyz",
@@ -130,7 +131,7 @@ def test_truncation_counts_on_gpt2s_vocabulary(tmp_path):
         ranks_file, _ = fetch_source("gpt2.tiktoken", tmp_path)
     except UserError as e:
         pytest.skip(f"GPT-2's rank file cannot be fetched here: {e}")
-    from tokenizer import GPT2_PATTERN, make_encoding, parse_ranks
+    from tablefree.tokenizer import GPT2_PATTERN, make_encoding, parse_ranks
     enc = make_encoding({"name": "gpt2", "pattern": GPT2_PATTERN, "eot_id": 50256}, parse_ranks(ranks_file.read_bytes()))
     vocab = vocab_bytes(enc, 50257)
     token_bytes, lengths = byte_buffer(vocab, 16)

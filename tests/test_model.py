@@ -7,8 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from conftest import reference_codebook, reference_lift
-from inputs import INPUTS
-from model import GPT, GPTConfig, apply_rotary
+from model import GPT, GPTConfig, INPUTS, apply_rotary
 
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(50)]  # a, b, ..., z, aa, bb, ...: 50 tokens

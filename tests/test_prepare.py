@@ -9,10 +9,10 @@ import zlib
 import numpy as np
 import pytest
 
-import corpus
+from tablefree import corpus
 import prepare
-from settings import UserError
-from tokenizer import load_tokenizer, train_bpe
+from tablefree.errors import UserError
+from tablefree.tokenizer import load_tokenizer, train_bpe
 
 WORDS = "the king queen crown sword horse castle river night morning bread wine letter".split()
 
@@ -60,7 +60,7 @@ def test_bins_hold_exactly_the_tokenizer_output(tmp_path, corpus_files):
 def test_bpe_round_trips_any_text():
     ranks = train_bpe(make_docs(30), 400)
     import tiktoken
-    from tokenizer import GPT2_PATTERN
+    from tablefree.tokenizer import GPT2_PATTERN
     enc = tiktoken.Encoding("t", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
     for text in ["the king's horse\n\n  rides", "naïve café — 東京 🐍", "\x00\xff odd bytes\t"]:
         assert enc.decode(enc.encode_ordinary(text)) == text
@@ -136,8 +136,9 @@ def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
     for damaged in (good[:40], "[]", "\udcff"):  # torn, not an object, not UTF-8: prepared again, no traceback
         meta.write_bytes(damaged.encode("utf-8", "surrogateescape"))
         run(tmp_path, "--input", str(book), "--vocab_size", "260")
-        assert "up to date" not in capsys.readouterr().out and json.loads(meta.read_text()) == {
-            **json.loads(good), "created": json.loads(meta.read_text())["created"]}
+        again = json.loads(meta.read_text())  # the same, but for when it was made and how long it took
+        assert "up to date" not in capsys.readouterr().out and again == {
+            **json.loads(good), "created": again["created"], "seconds": again["seconds"]}
 
 
 def test_interrupted_write_leaves_no_finished_output(tmp_path, corpus_files, monkeypatch):

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-import scaling
+from experiments import scaling
 from conftest import TINY
 
 TINY_POINTS = {  # the grid's shape at a size that runs in seconds
@@ -83,9 +83,10 @@ def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsy
     table = (tmp_path / "results" / "scaling.md").read_text()
     assert "| tokens-2x | tokens | 32 | 300 |" in table and "- tokens axis (2 points)" in table
     assert (tmp_path / "results" / "scaling.png").read_bytes()[:4] == b"\x89PNG"  # matplotlib: requirements-extras.txt
-    monkeypatch.setattr(scaling.compare.train, "train", lambda s: pytest.fail("a finished run was trained again"))
+    logs = {p: p.read_bytes() for p in (tmp_path / "runs").rglob("log.jsonl")}
     scaling.main(argv)  # everything finished: rebuilt from the logs
-    assert "0 run(s) left" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "0 run(s) left" in out and "== base, seed" not in out and logs == {p: p.read_bytes() for p in logs}
 
 
 def trainable(tmp_path, point):

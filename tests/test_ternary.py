@@ -6,14 +6,15 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-import export
+from tools import export
 import sample
 import train
-from checkpoint import build_model, load_checkpoint, read_log
 from conftest import TINY
 from model import GPT, GPTConfig
-from settings import UserError, resolve
-from ternary import (BitLinear, Int8TernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
+from tablefree.checkpoint import build_model, load_checkpoint, read_log, packed_ternary
+from tablefree.configurator import resolve
+from tablefree.errors import UserError
+from tablefree.ternary import (BitLinear, Int8TernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
                      unpack_ternary)
 
 
@@ -72,7 +73,7 @@ def trained_ternary(kind="binary", steps=40):
 @pytest.mark.parametrize("kind", ["binary", "affine", "learned"])
 def test_export_decodes_the_training_models_tokens(kind):
     model, ckpt = trained_ternary(kind)
-    packed = build_model(export.ternary_export(model, ckpt)).eval()
+    packed = build_model(packed_ternary(model, ckpt)).eval()
     layers = [m for m in packed.modules() if isinstance(m, Int8TernaryLinear)]
     assert len(layers) == 2 * 4 and not any(isinstance(m, BitLinear) for m in packed.modules())
     assert all(m.weight.dtype == torch.int8 for m in layers)  # no float copy of the body
@@ -108,7 +109,7 @@ def test_train_export_sample_end_to_end(data_dir, tmp_path):
 
 def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
     model, ckpt = trained_ternary(steps=1)
-    contents = export.ternary_export(model, ckpt)
+    contents = packed_ternary(model, ckpt)
     torch.save(contents, tmp_path / "good.pt")
     (tmp_path / "torn.pt").write_bytes((tmp_path / "good.pt").read_bytes()[:5000])
     with pytest.raises(UserError, match="corrupt, truncated or unsafe"):
@@ -123,4 +124,4 @@ def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
         build_model(other)
     float_model = GPT(GPTConfig(vocab_size=300, n_layer=1, n_head=2, n_embd=32, block_size=8))
     with pytest.raises(UserError, match="only a ternary body packs to 2 bits"):
-        export.ternary_export(float_model, ckpt)
+        packed_ternary(float_model, ckpt)

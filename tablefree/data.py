@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from settings import UserError
+from tablefree.errors import UserError
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
@@ -113,6 +113,16 @@ def bits_per_byte(nats_per_token, tokens, nbytes):
     """Bits per UTF-8 byte of text: the code length of all `tokens` target tokens, end-of-text
     tokens included (they code the document boundaries), over the `nbytes` bytes they spell.
 
-    The one definition train.py and eval.py share; unlike a per-token loss it compares models
+    The one definition train.py and tools/evaluate.py share; unlike a per-token loss it compares models
     whose tokenizers differ."""
     return nats_per_token / math.log(2) / (nbytes / tokens)
+
+
+def checkpoint_dataset(ckpt, data_dir, dataset=None):
+    """The prepared dataset's folder and meta.json, checked to use the checkpoint's tokenizer."""
+    directory = Path(data_dir) / (dataset or ckpt["settings"]["dataset"])
+    meta = read_meta(directory)
+    if meta["tokenizer"] != ckpt["tokenizer"]["info"]:
+        raise UserError(f"{directory} was prepared with another tokenizer than the checkpoint's; evaluate on the "
+                        f"dataset the run trained on (--dataset) or give --text")
+    return directory, meta

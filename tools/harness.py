@@ -26,9 +26,10 @@ import logging
 import os
 from pathlib import Path
 
-from hf import export_hf
-from settings import UserError, pick_device
-from tasks import TASKS
+from tablefree.device import pick_device
+from tablefree.errors import UserError
+from tools.hf import export_hf
+from tools.tasks import TASKS
 
 PREFIX = "tablefree_"
 

@@ -24,34 +24,13 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import build_model, find_checkpoint, load_checkpoint
-from hf import export_hf
-from settings import ArgumentParser, UserError, user_errors, write_atomic
-from ternary import BitLinear, absmean_ternary, pack_ternary
-
-FORMAT = "tablefree-ternary-1"
-
-
-def ternary_export(model, ckpt):
-    """The packed file's contents for a trained model with a ternary body."""
-    if model.config.body != "ternary":
-        raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
-                        f"(train with --body=ternary)")
-    layers, packed_names = {}, set()
-    for name, module in model.named_modules():
-        if isinstance(module, BitLinear):
-            w_t, gamma = absmean_ternary(module.weight.detach().float())
-            layers[name] = {"packed": pack_ternary(w_t), "in_features": module.in_features, "gamma": gamma}
-            packed_names.add(f"{name}.weight")
-    params = {name for name, _ in model.named_parameters()}
-    rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
-            for name, t in model.state_dict().items() if name not in packed_names}
-    return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
-            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers}
-
+from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, packed_ternary
+from tablefree.errors import ArgumentParser, UserError, user_errors
+from tablefree.files import write_atomic
+from tools.hf import export_hf
 
 def main(argv=None):
-    p = ArgumentParser(prog="export.py", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.export", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
     p.add_argument("--format", choices=("hf", "ternary"), help="default: hf for a float body, ternary for a ternary one")
     p.add_argument("--out", help="the folder (hf) or file (ternary) to write (default: hf/ or model.ternary.pt "
@@ -65,7 +44,7 @@ def main(argv=None):
         if fmt == "hf":
             export_hf(model, ckpt, out)
         else:
-            write_atomic(out, lambda f: torch.save(ternary_export(model, ckpt), f))
+            write_atomic(out, lambda f: torch.save(packed_ternary(model, ckpt), f))
     size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() else out.stat().st_size
     print(f"wrote {out}: {size / 1e6:.2f} MB", file=sys.stderr)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from inputs import make_input
-from model import GPT, GPTConfig, Rotary
-from ternary import Int8TernaryLinear
-from settings import UserError, write_atomic
+from model import GPT, GPTConfig, Rotary, make_input
+from tablefree.errors import UserError
+from tablefree.files import write_atomic
+from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary, pack_ternary
 
 CKPT_NAME = "ckpt.pt"
 
@@ -140,6 +140,28 @@ def build_model(ckpt):
         reason = str(e).splitlines()[0][:200]
         raise UserError(f"checkpoint weights do not fit its model config: {reason}") from None
     return model
+
+
+FORMAT = "tablefree-ternary-1"
+
+
+def packed_ternary(model, ckpt):
+    """The packed file's contents for a trained model with a ternary body (tools/export.py writes it;
+    build_packed reads it)."""
+    if model.config.body != "ternary":
+        raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
+                        f"(train with --body=ternary)")
+    layers, packed_names = {}, set()
+    for name, module in model.named_modules():
+        if isinstance(module, BitLinear):
+            w_t, gamma = absmean_ternary(module.weight.detach().float())
+            layers[name] = {"packed": pack_ternary(w_t), "in_features": module.in_features, "gamma": gamma}
+            packed_names.add(f"{name}.weight")
+    params = {name for name, _ in model.named_parameters()}
+    rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
+            for name, t in model.state_dict().items() if name not in packed_names}
+    return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
+            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers}
 
 
 def build_packed(config, ckpt):

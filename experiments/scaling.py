@@ -3,11 +3,11 @@ of widths, token budgets, vocabularies and learning rates, on two CPU cores.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
-    python scaling.py                        # the whole grid, resumable: results/scaling.md, .json, .png
-    python scaling.py --points base,width-64 --seeds 1                 # a part of it
+    python -m experiments.scaling            # the whole grid, resumable: results/scaling.md, .json, .png
+    python -m experiments.scaling --points base,width-64 --seeds 1     # a part of it
 
-Every run is a compare.py run (train.train through compare.run_all: the same resume, statistics
-and probes-free table code) from config/compare_cpu.py and config/scaling_cpu.py with one
+Every run is train.py, started as compare.py starts it (experiments/runs.py: the same resume and
+statistics, no probes), from experiments/config/compare_cpu.py and scaling_cpu.py with one
 change per point (POINTS). An
 interrupted grid continues where it stopped; before each input of each point it prints how many
 runs are left and an estimate of the time they need, from the FLOP/s the finished runs measured.
@@ -29,14 +29,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import compare
-import train
-from bench import machine
-from dataset import read_meta
+from experiments.runs import ROOT, finished, gap, pyplot, run_all, run_dir, summarize, train_settings
 from model import GPT
-from settings import ArgumentParser, require, resolve, user_errors, write_atomic
+from tablefree.data import read_meta
+from tablefree.device import machine
+from tablefree.errors import ArgumentParser, require, user_errors
+from tablefree.files import write_atomic
+from tablefree.run_settings import check_settings, model_config
 
-BASE = "config/compare_cpu.py,config/scaling_cpu.py"  # the CPU preset, then what the grid changes in it
+BASE = "experiments/config/compare_cpu.py,experiments/config/scaling_cpu.py"  # the CPU preset, then what the grid changes
 POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so early results are useful
     "base": ("base", {}, ("learned", "binary")),
     "width-64": ("width", {"n_embd": 64}, ("learned", "binary")),
@@ -49,19 +50,24 @@ POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so e
     "width-384": ("width", {"n_embd": 384}, ("learned", "binary", "affine")),  # the largest point
 }
 AXES = ("width", "tokens", "vocab", "lr")  # the base point sits on every axis
-PAPERS = "config/binary.py"  # the papers' 32-layer shape and 17B tokens, for the extrapolation
+PAPERS = ROOT / "config/binary.py"  # the papers' 32-layer shape and 17B tokens, for the extrapolation
 
 
 def point_settings(base, name):
     return {**base, **POINTS[name][1]}
 
 
+def point_arguments(name):
+    """A point's change as train.py arguments: {"n_embd": 64} -> ["--n_embd=64"]."""
+    return [f"--{key}={value}" for key, value in POINTS[name][1].items()]
+
+
 def run_size(settings, vocab_size):
     """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of
     one run; the FLOPs are the same for every input (train.py's count leaves the input out)."""
-    s = train.check_settings({**settings, "input": "binary"})
+    s = check_settings({**settings, "input": "binary"})
     with torch.device("meta"):
-        model = GPT(train.model_config(s, vocab_size))
+        model = GPT(model_config(s, vocab_size))
     tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
     return model.flops_per_token() * tokens, tokens, model
 
@@ -78,7 +84,7 @@ def compute_of(settings, data_dir):
 
 def papers_compute():
     """Training FLOPs of the papers' runs: config/binary.py's shape, V = 65,536, ~17B tokens."""
-    return run_size(resolve(train.DEFAULTS, [PAPERS]), 65536)[0]
+    return run_size(train_settings([str(PAPERS)]), 65536)[0]
 
 
 def estimate(todo, done):
@@ -131,7 +137,7 @@ def analyse(rows, papers):
     swept = [r for r in rows if r["axis"] in ("lr", "base") and r["input"] == "binary"]
     if len(swept) > 1:  # each input at its own best learning rate: is the gap an artefact of one lr?
         best = {k: min(swept, key=lambda r: r["summaries"][k]["val_bpb"]) for k in ("learned", "binary")}
-        g = compare.gap(best["binary"]["summaries"]["binary"], best["learned"]["summaries"]["learned"])
+        g = gap(best["binary"]["summaries"]["binary"], best["learned"]["summaries"]["learned"])
         fits["lr"] = {"swept": sorted(r["lr"] for r in swept), "gap": g["bpb_gap"], "stderr": g["bpb_stderr"],
                       **{f"{k}_{key}": best[k][key] if key == "lr" else best[k]["summaries"][k]["val_bpb"]
                          for k in best for key in ("lr", "bpb")}}
@@ -179,7 +185,7 @@ def plot(rows, path):
     """The gap against compute, against the table's share of parameters (each axis a line through
     the base point) and against the learning rate (a sweep at one compute, so a panel of its own),
     if matplotlib is installed."""
-    plt = compare.pyplot()
+    plt = pyplot()
     if plt is None:
         return
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -210,7 +216,7 @@ def plot(rows, path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="scaling.py", description=__doc__.split("\n")[0],
+    p = ArgumentParser(prog="python -m experiments.scaling", description=__doc__.split("\n")[0],
                        epilog="Any other argument is a config file or --key=value setting of train.py, applied to every run.")
     p.add_argument("--points", default=",".join(POINTS), help=f"comma-separated: {', '.join(POINTS)}")
     p.add_argument("--seeds", type=int, default=2)
@@ -223,7 +229,9 @@ def main(argv=None):
         names = args.points.split(",")
         require(set(names) <= set(POINTS), "--points", args.points, f"a comma-separated list of {', '.join(POINTS)}")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
-        base = resolve(train.DEFAULTS, [*args.base.split(","), *rest])
+        # a config file named relative to here, or else to the checkout (the defaults)
+        train_argv = [f if Path(f).exists() else str(ROOT / f) for f in args.base.split(",")] + rest
+        base = train_settings(train_argv)
         root = Path(args.runs_dir or f"out-compare/{args.name}")
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []
@@ -233,13 +241,13 @@ def main(argv=None):
             runs = {}
             for kind in kinds:
                 todo = [plan[n][0] for n in names for k in POINTS[n][2] for seed in range(args.seeds)
-                        if not compare.finished(compare.run_dir(root / n, k, seed), point_settings(base, n)["max_iters"])]
+                        if not finished(run_dir(root / n, k, seed), point_settings(base, n)["max_iters"])]
                 hours = estimate(todo, done)
                 print(f"== {name}: {kind}; {len(todo)} run(s) left" +
                       (f", at least {hours:.1f} h at the fastest speed measured so far" if hours else ""), flush=True)
-                runs.update(compare.run_all(settings, [kind], args.seeds, root / name, True))
+                runs.update(run_all([*train_argv, *point_arguments(name)], settings, [kind], args.seeds, root / name))
                 done += [(plan[name][0], r["wall_s"]) for r in runs[kind]]
-            summary = compare.summarize(runs)
+            summary = summarize(runs)
             compute, V, share, epochs = plan[name]
             for kind in kinds[1:]:
                 g, s = summary[kind]["vs_learned"], summary[kind]
@@ -251,7 +259,7 @@ def main(argv=None):
                              "loss_stderr": g["stderr"], "summaries": {"learned": summary["learned"], kind: s}})
         papers = papers_compute()
         fits = analyse(rows, papers)
-        command, info = " ".join(["python scaling.py", *argv]), machine()
+        command, info = " ".join(["python -m experiments.scaling", *argv]), machine()
         results = Path(args.results_dir)
         results.mkdir(parents=True, exist_ok=True)
         table = report(command, info, rows, fits, papers, args.base)

@@ -1,29 +1,9 @@
-"""Benchmarks, measured on this machine in one run and written to BENCHMARKS.md and BENCHMARKS.json.
-
-    python bench.py                        # every section, on cuda if there is one, else cpu
-    python bench.py --device cpu           # force a device
-    python bench.py --sections train,memory   # some of them
-    python bench.py --quick                # small sizes, eager only: well under a minute
-
-Steps run as train.py runs them: fp32 on a CPU, bf16 autocast on a GPU (weights and AdamW
-state stay fp32 either way).
-
-train:    ms/step (median of steps the inputs take in turns), tokens/s and MFU of a training step
-          (forward, backward, fused AdamW) for every input at the quick-start shape and at the
-          papers' width and vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and compiled.
-          MFU is against a large matmul measured here in the same dtype, and the vendor's peak.
-memory:   peak memory of a training step per input (each in its own process), with 1 and 2
-          micro-batches per step, and the saving against the theoretical 16 bytes (fp32
-          parameter + gradient + AdamW state) per input parameter fewer than the learned table.
-input:    forward + backward time of each input module alone, next to nn.Embedding.
-generate, ternary: inference, in bench_infer.py (the KV cache; the packed ternary model).
-prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
-          tiktoken.encode_ordinary_batch on the same documents.
-"""
+"""bench.py's training-side sections: step time and MFU, memory, the input layers alone, and data
+preparation (descriptions in experiments/bench.py). The memory probes and prepare.py run as
+their own processes, so no measurement holds another's memory or start-up."""
 
 import argparse
 import json
-import platform
 import random
 import statistics
 import subprocess
@@ -33,22 +13,14 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
-import prepare
-from bench_infer import bench_generate, bench_ternary, memory_status, sync
-from corpus import fetch_source
-from inputs import INPUTS, make_input
-from model import GPT, GPTConfig
-from settings import ArgumentParser, peak_flops_of, pick_device, pick_dtype, require, user_errors, write_atomic
-from tokenizer import load_tokenizer
+from experiments.bench_infer import memory_status, sync
+from model import INPUTS, GPT, GPTConfig, make_input
+from tablefree.corpus import fetch_source
+from tablefree.device import peak_flops_of, pick_dtype
+from tablefree.tokenizer import load_tokenizer
 
-
-def machine():
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "python": platform.python_version(),
-            "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
-            "threads": torch.get_num_threads(),
-            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: prepare.py, and experiments/ for the probes
 
 
 def bench_prepare(args):
@@ -60,13 +32,14 @@ def bench_prepare(args):
         docs = ["\n\n".join(paragraphs[i:i + 40]) for i in range(0, len(paragraphs), 40)] * (1 if quick else 4)
         corpus = Path(tmp) / "corpus.jsonl"
         corpus.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
-        argv = ["--input", str(corpus), "--tokenizer", "gpt2", "--out_dir", tmp, "--quiet", "--force"]
-        prepare.prepare(prepare.parse_args(argv))  # warm: fetches and caches the GPT-2 ranks
+        prepare = [sys.executable, str(ROOT / "prepare.py"), "--input", str(corpus), "--tokenizer", "gpt2",
+                   "--out_dir", tmp, "--quiet", "--force"]
+        subprocess.run(prepare, check=True, stdout=subprocess.DEVNULL)  # warm: fetches and caches the GPT-2 ranks
         rows = []
         for workers in (1, 2):
-            start = time.perf_counter()
-            meta = prepare.prepare(prepare.parse_args([*argv, "--workers", str(workers)]))
-            seconds = time.perf_counter() - start
+            subprocess.run([*prepare, "--workers", str(workers)], check=True, stdout=subprocess.DEVNULL)
+            meta = json.loads((Path(tmp) / "corpus" / "meta.json").read_text())
+            seconds = meta["seconds"]  # timed inside prepare.py: its work, not the interpreter's start-up
             tokens = meta["splits"]["train"]["tokens"] + meta["splits"]["val"]["tokens"]
             rows.append({"what": f"prepare.py --workers {workers} (read, split, encode, write)", "tokens": tokens,
                          "seconds": seconds, "tok_s": tokens / seconds})
@@ -257,8 +230,9 @@ def bench_memory(args):
     fields, _ = shapes(args.quick)["papers' width"]
     rows = []
     for micro_batches in (1, 2):  # the inputs' probes run at once: each reads only its own peak
-        probes = [subprocess.Popen([sys.executable, "-c", f"import bench; bench.memory_probe({kind!r}, {micro_batches}, "
-                                    f"{args.quick}, {args.device!r})"], stdout=subprocess.PIPE, text=True) for kind in INPUTS]
+        probes = [subprocess.Popen([sys.executable, "-c", f"from experiments.bench_train import memory_probe; memory_probe("
+                                    f"{kind!r}, {micro_batches}, {args.quick}, {args.device!r})"], cwd=ROOT,
+                                   stdout=subprocess.PIPE, text=True) for kind in INPUTS]
         for kind, probe in zip(INPUTS, probes):
             out, _ = probe.communicate()
             if probe.returncode:
@@ -312,45 +286,3 @@ def bench_input(args):
              "| input module | forward + backward (ms) |", "|---|---|"]
     table += [f"| {'nn.Embedding' if r['input'] == 'learned' else r['input']} | {r['ms']:.2f} |" for r in rows]
     return rows, table
-
-
-SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
-            "ternary": bench_ternary, "prepare": bench_prepare}
-
-
-def parse_args(argv):
-    p = ArgumentParser(prog="bench.py", description=__doc__.split("\n")[0])
-    p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
-    p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
-    p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
-    p.add_argument("--out", default="BENCHMARKS.md", help="markdown report; the JSON goes beside it")
-    p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
-    args = p.parse_args(argv)
-    require(set(args.sections.split(",")) <= set(SECTIONS), "--sections", args.sections,
-            f"a comma-separated list of {', '.join(SECTIONS)}")
-    args.device = pick_device(args.device)
-    args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
-    return args
-
-
-def main(argv=None):
-    with user_errors("bench.py"):
-        args = parse_args(argv)
-    info = machine()
-    command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else argv)])
-    report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "
-              f"device {args.device}, torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
-    results = {"machine": {**info, "device": args.device}, "command": command}
-    bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
-    for name in bar:
-        bar.set_postfix_str(name)
-        results[name], table = SECTIONS[name](args)
-        report += [f"## {name}", "", *table, ""]
-        bar.write("\n".join([f"## {name}", *table, ""]))
-    with user_errors("bench.py"):
-        write_atomic(args.out, "\n".join(report))
-        write_atomic(Path(args.out).with_suffix(".json"), json.dumps(results, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -38,12 +38,13 @@ import numpy as np
 import regex
 import torch
 
-import eval as evaluate
-from checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
-from dataset import split_ids, token_counts
-from probes import bucket_losses
-from settings import ArgumentParser, UserError, require, user_errors, write_atomic
-from tokenizer import load_encoding, make_encoding, parse_ranks
+from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
+from tablefree.data import checkpoint_dataset, split_ids, token_counts
+from tablefree.errors import ArgumentParser, UserError, require, user_errors
+from tablefree.files import writable_output, write_atomic
+from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
+from tools.probes import bucket_losses
+from tools.scoring import run_val, token_losses
 
 
 def halves(docs):
@@ -130,9 +131,9 @@ def adapt(model, ids, old_vocab, steps, lr, batch_size, seed=0):
 def measure(model, enc, ids, counts, old_vocab, args):
     """Bits per byte of ids, and mean loss by train-count bucket (old tokens) and of new tokens."""
     autocast = torch.autocast("cpu", enabled=False)
-    targets, losses = evaluate.token_losses(model, ids, None, args.batch_size, autocast)
+    targets, losses = token_losses(model, ids, None, args.batch_size, autocast)
     new = targets >= old_vocab
-    return {**evaluate.run_val(targets, losses, enc, "second half"),
+    return {**run_val(targets, losses, enc, "second half"),
             "buckets": bucket_losses(targets[~new], losses[~new], counts),
             "new_tokens": {"n": int(new.sum()), "loss": float(losses[new].mean()) if new.any() else None}}
 
@@ -141,7 +142,7 @@ def extend_run(path, args):
     """The protocol on one run: its numbers before and after."""
     ckpt = load_checkpoint(path)
     model, enc = build_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
-    directory, meta = evaluate.prepared(ckpt, args)
+    directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
     val = split_ids(directory, meta, "val")
     eot = enc.eot_token
     docs = [enc.decode_bytes(d[d != eot].tolist()).decode("utf-8", errors="replace")
@@ -205,7 +206,7 @@ def report(command, rows, args):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="extend.py", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.extend", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", nargs="+", required=True, help="run directories (out/<run>) or .pt files")
     p.add_argument("--new_tokens", type=int, default=64, help="M, the words added")
     p.add_argument("--adapt_steps", type=int, default=0, help="AdamW steps on the new rows only (0: none)")
@@ -219,7 +220,7 @@ def main(argv=None):
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
-        results = evaluate.writable_output(Path(args.results_dir) / f"{args.name}.md")
+        results = writable_output(Path(args.results_dir) / f"{args.name}.md")
         rows = []
         for ckpt in args.ckpt:
             rows.append(extend_run(find_checkpoint(ckpt), args))

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from settings import UserError
-from tokenizer import EOT, byte_to_unicode, parse_ranks
+from tablefree.errors import UserError
+from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 
 
 def neox_weights(model):

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import build_model, load_checkpoint
-from export import ternary_export
 from model import GPT, GPTConfig
+from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the decode probes start
 
 # decoding is memory-bound here: a 56.6M-weight body (8 x 12 x 768^2) read once per token
 DECODE_SHAPE = dict(vocab_size=1024, n_layer=8, n_head=12, n_embd=768, block_size=512, input="binary")
@@ -103,7 +104,7 @@ def write_models(fields, folder):
         torch.save({"model": state, "model_config": asdict(config), "tokenizer": {}}, paths[name])
     ternary = GPTConfig(**fields, body="ternary")
     paths["ternary"] = Path(folder) / "ternary.pt"
-    torch.save(ternary_export(GPT(ternary), {"model_config": asdict(ternary), "tokenizer": {}}), paths["ternary"])
+    torch.save(packed_ternary(GPT(ternary), {"model_config": asdict(ternary), "tokenizer": {}}), paths["ternary"])
     return paths
 
 
@@ -129,8 +130,8 @@ def bench_ternary(args):
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name, path in write_models(fields, folder).items():
-            probe = subprocess.run([sys.executable, "-c", f"import bench_infer; bench_infer.decode_probe("
-                                    f"{str(path)!r}, {name!r}, {new_tokens})"], capture_output=True, text=True)
+            probe = subprocess.run([sys.executable, "-c", f"from experiments.bench_infer import decode_probe; decode_probe("
+                                    f"{str(path)!r}, {name!r}, {new_tokens})"], cwd=ROOT, capture_output=True, text=True)
             if probe.returncode:
                 raise RuntimeError(f"the decode probe for {name} failed: {probe.stderr.strip()[-300:]}")
             rows.append({"model": name, "file": path.stat().st_size, **json.loads(probe.stdout.strip().splitlines()[-1])})

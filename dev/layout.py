@@ -1,0 +1,157 @@
+"""The repository's shape, measured from its own files: what a reader meets.
+
+    python prepare.py && python dev/layout.py          # the figures below, for this checkout
+    python dev/layout.py --root ../other-checkout       # the same for another one
+
+- imports: every Python file outside tests/ and dev/ is a node, an import of another such file
+  an edge (read from the AST; nothing is imported); `depth` is the longest chain of imports in
+  levels (a file that imports no other is level 1); `entry points` are the files with an
+  `if __name__ == "__main__":` block, and `imports of entry points` must be empty;
+- the path to the first loss: `python train.py config/shakespeare.py` run for one evaluation
+  batch (max_iters=0, eval_iters=1, in a temporary out_dir, on data/shakespeare) under a
+  profiler that records every call into the checkout's files until the model first returns a
+  loss: the files and functions a reader passes, and how often the path changes file;
+- the README's length in lines and the files at the top level.
+"""
+
+import argparse
+import ast
+import json
+import os
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+SKIP = ("tests", "dev", ".venv", ".git")  # not part of what a reader of the code follows
+
+
+def python_files(root):
+    return sorted(p for p in root.rglob("*.py") if not set(p.relative_to(root).parts) & set(SKIP))
+
+
+def module_path(root, dotted):
+    """The checkout's file for a dotted module name, or None for a module from elsewhere."""
+    base = root.joinpath(*dotted.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imports_of(root, path):
+    """The checkout's files that path imports."""
+    package = ".".join(path.relative_to(root).parent.parts)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = (f"{parent}." if node.level and parent else "") + (node.module or "")
+            module = module.strip(".")
+            names = [module] + [f"{module}.{alias.name}" if module else alias.name for alias in node.names]
+        else:
+            continue
+        found |= {p for p in (module_path(root, n) for n in names if n) if p and p != path}
+    return found
+
+
+def is_entry_point(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return any(isinstance(n, ast.If) and "__name__" in ast.unparse(n.test) and "__main__" in ast.unparse(n.test)
+               for n in tree.body)
+
+
+def import_graph(root):
+    """{file: set of files it imports}, paths relative to root."""
+    files = python_files(root)
+    return {str(p.relative_to(root)): {str(q.relative_to(root)) for q in imports_of(root, p)} for p in files}
+
+
+def depth(graph):
+    """The longest import chain, in levels: 1 for a file that imports no other."""
+    levels = {}
+
+    def level(node, seen=()):
+        if node in seen:
+            raise ValueError(f"import cycle through {node}")
+        if node not in levels:
+            levels[node] = 1 + max((level(d, (*seen, node)) for d in graph[node]), default=0)
+        return levels[node]
+
+    return max(level(n) for n in graph), levels
+
+
+def entry_point_imports(root, graph):
+    """[(importer, entry point)]: what must never be (entry points import the library, not each other)."""
+    entries = {f for f in graph if is_entry_point(root / f)}
+    return sorted((a, b) for a, deps in graph.items() for b in deps if b in entries), sorted(entries)
+
+
+def path_to_first_loss(root):
+    """(files, functions, file changes) on the calls from `python train.py config/shakespeare.py`
+    to the model's first loss."""
+    calls, stack, switches, done = [], [], [0], [False]
+    root = root.resolve()
+
+    def inside(code):
+        path = Path(code.co_filename)
+        return path.is_relative_to(root) and not set(path.relative_to(root).parts) & set(SKIP)
+
+    def profile(frame, event, arg):
+        if done[0] or event not in ("call", "return") or not inside(frame.f_code):
+            return
+        where = str(Path(frame.f_code.co_filename).relative_to(root))
+        if event == "call":
+            if stack and stack[-1] != where:
+                switches[0] += 1
+            calls.append((where, frame.f_code.co_qualname))
+            stack.append(where)
+            return
+        stack.pop()
+        if stack and stack[-1] != where:
+            switches[0] += 1
+        if frame.f_code.co_name == "forward" and isinstance(arg, tuple) and len(arg) == 2 and arg[1] is not None:
+            done[0] = True  # (logits, loss): the first loss
+
+    with tempfile.TemporaryDirectory() as out:
+        argv, path = sys.argv, list(sys.path)
+        sys.argv = ["train.py", "config/shakespeare.py", "--max_iters=0", "--eval_iters=1", f"--out_dir={out}",
+                    "--device=cpu", "--compile=False"]
+        sys.path.insert(0, str(root))
+        sys.setprofile(profile)
+        try:
+            runpy.run_path(str(root / "train.py"), run_name="__main__")
+        finally:
+            sys.setprofile(None)
+            sys.argv, sys.path[:] = argv, path
+    if not done[0]:
+        raise SystemExit("the run ended before the model returned a loss")
+    files = list(dict.fromkeys(f for f, _ in calls))
+    return files, len(set(calls)), switches[0]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to measure")
+    p.add_argument("--no_trace", action="store_true", help="skip the traced run (needs data/shakespeare)")
+    args = p.parse_args()
+    root = Path(args.root).resolve()
+    graph = import_graph(root)
+    levels, by_file = depth(graph)
+    bad, entries = entry_point_imports(root, graph)
+    report = {"python files": len(graph), "import depth (levels)": levels,
+              "deepest": sorted(f for f, level in by_file.items() if level == levels),
+              "entry points": entries, "imports of entry points": [f"{a} -> {b}" for a, b in bad],
+              "top level": sorted(p.name for p in root.iterdir() if not p.name.startswith(".")),
+              "README lines": len((root / "README.md").read_text().splitlines())}
+    if not args.no_trace:
+        os.chdir(root)
+        files, functions, switches = path_to_first_loss(root)
+        report |= {"path to the first loss: files": files, "functions": functions, "file changes": switches}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

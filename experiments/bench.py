@@ -1,0 +1,76 @@
+"""Benchmarks, measured on this machine in one run: results/BENCHMARKS.md and BENCHMARKS.json.
+
+    python -m experiments.bench                          # every section, on cuda if there is one, else cpu
+    python -m experiments.bench --device cpu             # force a device
+    python -m experiments.bench --sections train,memory  # some of them
+    python -m experiments.bench --quick                  # small sizes, eager only: well under a minute
+
+Steps run as train.py runs them: fp32 on a CPU, bf16 autocast on a GPU (weights and AdamW
+state stay fp32 either way).
+
+train:    ms/step (median of steps the inputs take in turns), tokens/s and MFU of a training step
+          (forward, backward, fused AdamW) for every input at the quick-start shape and at the
+          papers' width and vocabulary (n_embd 1024, V = 65,536, 2 layers), eager and compiled.
+          MFU is against a large matmul measured here in the same dtype, and the vendor's peak.
+memory:   peak memory of a training step per input (each in its own process), with 1 and 2
+          micro-batches per step, and the saving against the theoretical 16 bytes (fp32
+          parameter + gradient + AdamW state) per input parameter fewer than the learned table.
+input:    forward + backward time of each input module alone, next to nn.Embedding.
+generate, ternary: inference, in experiments/bench_infer.py (the KV cache; the packed ternary model).
+(train, memory, input and prepare are in experiments/bench_train.py.)
+prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
+          tiktoken.encode_ordinary_batch on the same documents.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments.bench_infer import bench_generate, bench_ternary
+from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
+from tablefree.device import machine, pick_device, pick_dtype
+from tablefree.errors import ArgumentParser, require, user_errors
+from tablefree.files import write_atomic
+
+SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
+            "ternary": bench_ternary, "prepare": bench_prepare}
+
+
+def parse_args(argv):
+    p = ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
+    p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
+    p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
+    p.add_argument("--out", default="results/BENCHMARKS.md", help="markdown report; the JSON goes beside it")
+    p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
+    args = p.parse_args(argv)
+    require(set(args.sections.split(",")) <= set(SECTIONS), "--sections", args.sections,
+            f"a comma-separated list of {', '.join(SECTIONS)}")
+    args.device = pick_device(args.device)
+    args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
+    return args
+
+
+def main(argv=None):
+    with user_errors("bench.py"):
+        args = parse_args(argv)
+    info = machine()
+    command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
+    report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "
+              f"device {args.device}, torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
+    results = {"machine": {**info, "device": args.device}, "command": command}
+    bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
+    for name in bar:
+        bar.set_postfix_str(name)
+        results[name], table = SECTIONS[name](args)
+        report += [f"## {name}", "", *table, ""]
+        bar.write("\n".join([f"## {name}", *table, ""]))
+    with user_errors("bench.py"):
+        write_atomic(args.out, "\n".join(report))
+        write_atomic(Path(args.out).with_suffix(".json"), json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

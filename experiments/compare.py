@@ -1,0 +1,145 @@
+"""Does removing the trainable input table hurt? Train every input (learned, binary, affine,
+kronecker, frozen) and a ternary body over several seeds, everything else equal, score each
+run's spelling and echo probes, and write the table: results/<name>.md, .json, .png.
+
+    python prepare.py --dataset shakespeare-plays && python -m experiments.compare --preset cpu   # ~2 h, 2 cores
+    python -m experiments.compare --preset gpu --nproc_per_node 8                                # the papers' table
+    python -m experiments.compare config/my.py --name mine --seeds 5 --max_iters=2000            # any config
+
+Every run is train.py itself (experiments/runs.py starts it) with the preset's settings plus
+`input`, `seed`, and for affine `code_seed = seed`, so each affine seed also draws its own A
+and b: the table doubles as the papers' robustness check on the code assignment. Finished runs
+are never redone. The Kronecker input replaces the table with a learned projection, so its
+trainable input parameters are not zero: the table's "input params" column says how many. The
+frozen input's codes come from the learned run of the same seed (trained first): it starts from
+what that run learned, which a like-for-like comparison with learned must keep in mind.
+'binary+ternary' is the binary input with a ternary body (body='ternary').
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from codes import describe_quality
+from experiments.runs import ROOT, probe_run, pyplot, run_all, run_dir, summarize, train_settings
+from model import BODIES, INPUTS
+from tablefree.device import machine
+from tablefree.errors import ArgumentParser, UserError, require, user_errors
+from tablefree.files import write_atomic
+
+PRESETS = {"cpu": "experiments/config/compare_cpu.py", "gpu": "config/binary.py"}  # in the checkout
+KINDS = (*INPUTS, "binary+ternary")  # every input with the float body, and the ternary body's cost
+
+
+def report(name, command, machine, summary):
+    """The results table in Markdown."""
+    lines = [f"# {name}: {' vs '.join(summary)} inputs", "",
+             f"`{command}` on {machine['cpu']} ({machine['threads']} threads), GPU: {machine['gpu']}, torch "
+             f"{machine['torch']}, finished {machine['date']}.", "",
+             "| input | seeds | val loss (mean ± std) | val bits/byte (mean ± std) | val ppl (mean ± std) | "
+             "seed spread | trainable params | input params | tokens per run | wall time per run |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for kind, s in summary.items():
+        lines.append(f"| {kind} | {s['seeds']} | {s['val_loss']:.4f} ± {s['val_loss_std']:.4f} | "
+                     f"{s['val_bpb']:.4f} ± {s['val_bpb_std']:.4f} | {s['val_ppl']:.2f} ± {s['val_ppl_std']:.2f} | "
+                     f"{100 * s['spread']:.1f}% | {s['trainable']:,} | {s['input_params']:,} | {s['tokens']:,} | "
+                     f"{s['wall_s'] / 60:.1f} min |")
+    lines.append("")
+    for kind, s in summary.items():
+        for key, against in (("vs_learned", "learned"), ("vs_float", f"{kind.partition('+')[0]} (float body)")):
+            if key in s:
+                v = s[key]
+                verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
+                lines.append(f"- {kind} vs {against}: val loss {v['loss_gap']:+.4f} nats (perplexity "
+                             f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
+                             f"seed variation (|gap| > 2 standard errors).")
+    lines += [f"- {kind} codes, mean over seeds (each derived from the learned run of its seed): "
+              f"{describe_quality(s['code_quality'])}." for kind, s in summary.items() if "code_quality" in s]
+    lines += probe_tables(summary)
+    lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
+              "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
+              "perplexity 2.44 learned, 2.36 binary, 2.39 affine, seed-to-seed variation 4.8%, on the authors' own "
+              "65,536-token vocabulary; a per-token perplexity depends on the tokenizer."]
+    return "\n".join(lines) + "\n"
+
+
+def probe_tables(summary):
+    """The spelling and echo probes per input (mean ± std over seeds), then spelling per category."""
+    if not all("spelling_top1" in s for s in summary.values()):
+        return []
+    lines = ["", "Probes (`python -m tools.evaluate --tasks spelling,echo`, the committed `tools/probe_sets/`): top-1 next-token agreement "
+             "and KL(clean || typo) over 110 clean/typo pairs; echo rate: the share of 30 prompts whose greedy "
+             "16-token continuation repeats an invented name or misspelt word shown in the prompt.", "",
+             "| input | spelling top-1 agreement | spelling KL (nats) | echo rate |", "|---|---|---|---|"]
+    lines += [f"| {kind} | {s['spelling_top1']:.3f} ± {s['spelling_top1_std']:.3f} | {s['spelling_kl']:.3f} ± "
+              f"{s['spelling_kl_std']:.3f} | {s['echo_rate']:.3f} ± {s['echo_rate_std']:.3f} |" for kind, s in summary.items()]
+    categories = list(next(iter(summary.values()))["spelling_by_category"])
+    lines += ["", "Spelling top-1 agreement per typo category (mean over seeds):", "",
+              "| category | " + " | ".join(summary) + " |", "|---|" + "---|" * len(summary)]
+    lines += [f"| {c} | " + " | ".join(f"{s['spelling_by_category'][c]:.2f}" for s in summary.values()) + " |"
+              for c in categories]
+    return lines
+
+
+def plot(runs, path):
+    """Validation-loss curves of every run, if matplotlib is installed."""
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for color, (kind, rs) in zip((f"C{i}" for i in range(10)), runs.items()):
+        for k, r in enumerate(rs):
+            steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
+            ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)
+    ax.set(xlabel="step", ylabel="validation loss (nats/token)", title=path.stem)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n")[0],
+                       epilog="Any other argument is a config file or --key=value setting of train.py "
+                              "(python train.py --help lists them), applied to every run.")
+    p.add_argument("--preset", choices=PRESETS, help="cpu (experiments/config/compare_cpu.py) or gpu (config/binary.py)")
+    p.add_argument("--name", help="names results/<name>.* and out-compare/<name>/ (default: the preset)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per input (the papers used 3)")
+    p.add_argument("--inputs", default=",".join(KINDS),
+                   help="comma-separated inputs, each optionally +body (binary+ternary: a ternary body)")
+    p.add_argument("--nproc_per_node", type=int, default=1, help="processes (GPUs) per run; above 1 through torchrun")
+    p.add_argument("--results_dir", default="results")
+    p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
+    with user_errors("compare.py"):
+        args, rest = p.parse_known_args(argv)
+        require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
+        require(args.nproc_per_node >= 1, "--nproc_per_node", args.nproc_per_node, "at least 1")
+        kinds = args.inputs.split(",")
+        require(all(k.partition("+")[0] in INPUTS and k.partition("+")[2] in ("", *BODIES) for k in kinds), "--inputs",
+                args.inputs, f"a comma-separated list of {', '.join(INPUTS)}, each optionally +{'/+'.join(BODIES)}")
+        name = args.name or args.preset or "compare"
+        train_argv = ([str(ROOT / PRESETS[args.preset])] if args.preset else []) + rest
+        base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some
+        results = Path(args.results_dir)
+        try:  # and an unwritable results folder too
+            results.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot write to --results_dir {results}: {e.strerror}") from None
+        root = Path(args.runs_dir or f"out-compare/{name}")
+        runs = run_all(train_argv, base, kinds, args.seeds, root, args.nproc_per_node)
+        for kind, rs in runs.items():
+            for seed, r in enumerate(rs):
+                r["probes"] = probe_run(run_dir(root, kind, seed), base["max_iters"])
+        summary, info = summarize(runs), machine()
+        command = " ".join(["python -m experiments.compare", *argv])
+        table = report(name, command, info, summary)
+        write_atomic(results / f"{name}.md", table)
+        write_atomic(results / f"{name}.json", json.dumps({"command": command, "machine": info, "settings": base,
+                                                           "summary": summary, "runs": runs}, indent=2))
+    plot(runs, results / f"{name}.png")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

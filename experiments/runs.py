@@ -1,0 +1,194 @@
+"""What the experiments share: train.py run as its own process for each (input, seed), exactly
+as a user would run it; finished runs read back from their run directories; the probes scored by
+tools/evaluate.py, also as a process; and the statistics over seeds.
+
+A run whose log already holds its final evaluation is never redone; an interrupted one resumes
+from its checkpoint, so stopping an experiment and starting it again loses at most one
+evaluation interval of one run.
+"""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from tablefree.checkpoint import read_log
+from tablefree.configurator import resolve, script_settings
+from tablefree.errors import UserError
+from tablefree.run_settings import check_settings
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: train.py and tools/ live there
+TRAIN = ROOT / "train.py"
+PROBES = ("spelling", "echo")  # tools/evaluate.py's committed probe sets, scored on every finished run
+
+
+def train_settings(argv):
+    """The settings train.py would run with for these arguments (its defaults read from its source),
+    checked as train.py checks them, so a bad one is refused before the first run."""
+    settings = resolve(script_settings(TRAIN), argv)
+    check_settings(settings)
+    return settings
+
+
+def launcher(nproc_per_node):
+    """How each run starts: `python train.py`, or torchrun with one process per device."""
+    if nproc_per_node == 1:
+        return [sys.executable, str(TRAIN)]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc_per_node}", str(TRAIN)]
+
+
+def run_dir(root, kind, seed):
+    return Path(root) / f"{kind}-seed{seed}"
+
+
+def read_run(directory):
+    """One finished run's numbers from its log.jsonl and config.json."""
+    log = read_log(directory / "log.jsonl")
+    config = json.loads((directory / "config.json").read_text())
+    s = config["settings"]
+    evals = [r for r in log if "val_loss" in r]
+    final = evals[-1]
+    return {"val_loss": final["val_loss"], "val_ppl": math.exp(final["val_loss"]), "val_bpb": final["val_bpb"],
+            "tokens": s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"],
+            "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
+            "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals],
+            "code_quality": config.get("code_quality")}
+
+
+def finished(directory, max_iters):
+    """True when the run's log holds its final evaluation."""
+    log = directory / "log.jsonl"
+    return log.exists() and any(r["iter"] == max_iters and "val_loss" in r for r in read_log(log))
+
+
+def run_arguments(settings, kind, seed, root):
+    """What one run adds to the shared arguments: its input and seed (affine also draws its A and
+    b from it); 'frozen' derives its codes from the learned run of the same seed. A kind
+    'input+body' also sets the body: 'binary+ternary' is binary input, ternary body."""
+    kind, _, body = kind.partition("+")
+    args = [f"--input={kind}", f"--seed={seed}", f"--code_seed={seed}", *([f"--body={body}"] if body else [])]
+    if kind == "frozen":
+        source = run_dir(root, "learned", seed)
+        if not finished(source, settings["max_iters"]):
+            raise UserError(f"frozen derives its codes from {source}, which is not finished; "
+                            f"run learned first (--inputs learned,frozen)")
+        args.append(f"--codes_from={source}")
+    return args
+
+
+def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1):
+    """{kind: [read_run(...) per seed]}, training (or resuming) every run not yet finished.
+
+    argv: train.py's arguments shared by every run (config files, --key=value); settings: what
+    they resolve to (train_settings)."""
+    runs = {}
+    for kind in kinds:
+        runs[kind] = []
+        for seed in range(seeds):
+            directory = run_dir(root, kind, seed)
+            if not finished(directory, settings["max_iters"]):
+                resume = (directory / "ckpt.pt").exists()
+                print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}", flush=True)
+                # the experiment owns its run directories: a run killed before its first checkpoint restarts
+                command = [*launcher(nproc_per_node), *argv, *run_arguments(settings, kind, seed, root),
+                           f"--out_dir={directory}", f"--init_from={'resume' if resume else 'scratch'}",
+                           f"--overwrite={not resume}"]
+                if subprocess.run(command).returncode:
+                    raise UserError(f"the {kind} run of seed {seed} failed (train.py's error is above); fix it "
+                                    f"and run again: finished runs are kept, {directory} resumes")
+            runs[kind].append(read_run(directory))
+    return runs
+
+
+def probe_run(directory, max_iters):
+    """tools/evaluate.py's spelling and echo probes on a finished run, scored once and kept in its
+    eval.json (scored again when that file is from another step of the run)."""
+    path = directory / "eval.json"
+
+    def scored():
+        try:
+            report = json.loads(path.read_text())
+            return report["results"] if report["iter_num"] == max_iters else {}
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+
+    results = scored()
+    if set(PROBES) - set(results):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        command = [sys.executable, "-m", "tools.evaluate", "--ckpt", str(directory), "--tasks", ",".join(PROBES)]
+        if subprocess.run(command, env=env, stdout=subprocess.DEVNULL).returncode:
+            raise UserError(f"scoring the probes of {directory} failed (its error is above)")
+        results = scored()
+    spelling = results["spelling"]
+    return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"],
+            "echo_rate": results["echo"]["echo_rate"],
+            "spelling_by_category": {c: g["top1_agreement"] for c, g in spelling["by_category"].items()}}
+
+
+def summarize(runs):
+    """Per-interface statistics over seeds, and each fixed code against learned.
+
+    runs: {kind: [read_run(...) per seed]}. Mean and sample standard deviation (n - 1) over
+    seeds; `spread` is (max - min) / mean of the seeds' perplexities. A difference "exceeds seed
+    variation" when the gap between mean val losses is more than twice its standard error,
+    sqrt(s_a^2 / n_a + s_b^2 / n_b) (a rough 95% rule; with 3 seeds a t-test would need ~4.3x).
+    """
+    def mean_std(values):
+        return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+    summary = {}
+    for kind, rs in runs.items():
+        (loss, loss_std), (ppl, ppl_std) = mean_std([r["val_loss"] for r in rs]), mean_std([r["val_ppl"] for r in rs])
+        bpb, bpb_std = mean_std([r["val_bpb"] for r in rs])
+        summary[kind] = {
+            "seeds": len(rs), "val_loss": loss, "val_loss_std": loss_std, "val_ppl": ppl, "val_ppl_std": ppl_std,
+            "val_bpb": bpb, "val_bpb_std": bpb_std,
+            "spread": (max(r["val_ppl"] for r in rs) - min(r["val_ppl"] for r in rs)) / ppl,
+            "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
+            "wall_s": statistics.mean(r["wall_s"] for r in rs),
+        }
+        if all(r.get("code_quality") for r in rs):  # a code derived from a source: its quality, mean over seeds
+            qualities = [r["code_quality"] for r in rs]
+            summary[kind]["code_quality"] = {
+                **qualities[0], **{key: statistics.mean(q[key] for q in qualities)
+                                   for key in ("distinct", "min_hamming", "mean_hamming", "spearman")},
+                "bit_balance": {"min": min(q["bit_balance"]["min"] for q in qualities),
+                                "max": max(q["bit_balance"]["max"] for q in qualities)}}
+        if all("probes" in r for r in rs):  # mean and std over seeds of each probe score
+            probes = [r["probes"] for r in rs]
+            for key in ("spelling_top1", "spelling_kl", "echo_rate"):
+                summary[kind][key], summary[kind][f"{key}_std"] = mean_std([p[key] for p in probes])
+            summary[kind]["spelling_by_category"] = {c: statistics.mean(p["spelling_by_category"][c] for p in probes)
+                                                     for c in probes[0]["spelling_by_category"]}
+    for kind, s in summary.items():
+        if kind != "learned" and "learned" in summary:
+            s["vs_learned"] = gap(s, summary["learned"])
+        if "+" in kind and kind.partition("+")[0] in summary:  # another body against the float one
+            s["vs_float"] = gap(s, summary[kind.partition("+")[0]])
+    return summary
+
+
+def gap(s, base):
+    """s's mean val loss (and bits per byte) minus base's, with the standard error of the
+    difference of two means."""
+    def stderr(key):
+        return math.sqrt(s[f"{key}_std"] ** 2 / s["seeds"] + base[f"{key}_std"] ** 2 / base["seeds"])
+    loss_gap = s["val_loss"] - base["val_loss"]
+    return {"loss_gap": loss_gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr("val_loss"),
+            "exceeds_seed_variation": abs(loss_gap) > 2 * stderr("val_loss"),
+            "bpb_gap": s["val_bpb"] - base["val_bpb"], "bpb_stderr": stderr("val_bpb")}
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None (and a note) when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    return plt

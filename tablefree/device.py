@@ -1,0 +1,62 @@
+"""Where a script runs: the device and dtype rules every script shares, the peak FLOP/s of known
+GPUs for MFU, and a description of the machine for results files."""
+
+import platform
+import time
+from contextlib import nullcontext
+
+import torch
+
+from tablefree.errors import UserError
+
+
+def pick_device(name):
+    """'auto' is cuda, then mps, then cpu; another name ('cpu', 'cuda:1', 'mps') if it exists."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    missing_cuda = name.startswith("cuda") and not torch.cuda.is_available()
+    missing_mps = name == "mps" and not torch.backends.mps.is_available()
+    if missing_cuda or missing_mps:
+        raise UserError(f"device {name!r} is not available on this machine; use 'cpu' or 'auto'")
+    return name
+
+
+GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
+                 "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s
+
+
+def peak_flops_of(device_type, configured):
+    """One device's peak FLOP/s for MFU: the configured value, else the table above for known GPUs."""
+    if configured or device_type != "cuda":
+        return configured
+    name = torch.cuda.get_device_name()
+    return next((flops for key, flops in GPU_PEAK_BF16.items() if key in name), 0.0)
+
+
+def pick_dtype(name, device):
+    """(resolved name, dtype, autocast context) for a dtype name on a device.
+
+    'auto' is bfloat16 on GPUs that support it (float16 on older ones), float32 elsewhere: on
+    a CPU, float32 matmuls are what the tests and the quick start are measured with."""
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    device_type = device.split(":")[0]
+    if name == "auto":
+        if device_type == "cuda":
+            name = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            name = "float32"
+    if name not in dtypes:
+        raise UserError(f"dtype must be 'auto' or one of {', '.join(dtypes)}, not {name!r}")
+    dtype = dtypes[name]
+    autocast = nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
+    return name, dtype, autocast
+
+
+def machine():
+    """What a results file says it was measured on."""
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "python": platform.python_version(),
+            "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}

@@ -1,0 +1,191 @@
+"""Score a checkpoint on held-out text, on HellaSwag, PIQA, ARC and LAMBADA, and with the seeds' probes.
+
+    python eval.py --ckpt out/ --tasks val,hellaswag,piqa,arc_easy,arc_challenge,lambada
+    python eval.py --ckpt out/ --tasks hellaswag --data bundle --limit 200
+    python eval.py --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
+    python eval.py --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
+    python eval.py --ckpt out/ --tasks hellaswag,piqa --harness  # the same documents through the real lm-eval
+
+Multiple choice and LAMBADA follow the LM Evaluation Harness (v0.4) exactly: a choice's score is
+the summed log-likelihood of " " + choice given the context; `acc` takes the argmax of the sums,
+`acc_norm` of each sum divided by the choice's length in characters (the harness's
+completion_len); ties go to the first choice (np.argmax). LAMBADA's `acc` is 1 when greedy
+decoding reproduces every token of the target word, its `ppl` is exp(-mean log-likelihood of
+the word). Contexts longer than the window lose tokens from the left; a document with a choice
+longer than the window is skipped and counted, as the harness cannot score it. Each accuracy
+comes with its standard error, sample std / sqrt(n) (the harness's mean_stderr). Prompt
+formats: tasks.py.
+
+The table goes to stdout, progress to stderr, everything to a JSON file (--out).
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
+from tablefree.data import checkpoint_dataset, split_ids, token_counts
+from tablefree.device import pick_device, pick_dtype
+from tablefree.errors import ArgumentParser, UserError, require, user_errors
+from tablefree.files import writable_output, write_atomic
+from tablefree.tokenizer import load_encoding
+from tools.harness import run_harness
+from tools.probes import bucket_losses, typo_pairs
+from tools.scoring import benchmark_requests, next_token_shift, run_benchmark, run_echo, run_val, token_losses
+from tools.tasks import TASKS, default_data, load_probe_set
+
+TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
+PROBE_SETS = ("spelling", "echo")  # on the committed prompts in probe_sets/
+
+
+def parse_args(argv=None):
+    p = ArgumentParser(prog="python -m tools.evaluate", description=__doc__.split("\n")[0])
+    p.add_argument("--ckpt", default="out", help="a run directory (out/<run>) or a .pt file")
+    p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*TEXT_TASKS, *PROBE_SETS, *TASKS])}")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N documents (windows, pairs) of each task")
+    p.add_argument("--data", default=default_data(), help="benchmark data: auto, hub, bundle, or a folder/.whl "
+                   "(default: $TABLEFREE_EVAL_DATA or auto); see tasks.py")
+    p.add_argument("--data_dir", default="data", help="prepared datasets (held-out split, train counts) and the source cache")
+    p.add_argument("--dataset", default=None, help="prepared dataset for val/probes (default: the one the run trained on)")
+    p.add_argument("--text", default=None, help="a UTF-8 text file to use as held-out text instead of the prepared val split")
+    p.add_argument("--typo_pairs", type=int, default=200, help="clean/typo prompt pairs for the typos probe")
+    p.add_argument("--batch_size", type=int, default=32, help="sequences per forward pass")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    p.add_argument("--harness", action="store_true", help="score the benchmarks with the real lm-eval instead (harness.py)")
+    p.add_argument("--out", default=None, help="JSON results (default: eval.json, or eval-harness.json, beside the checkpoint)")
+    args = p.parse_args(argv)
+    unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *PROBE_SETS, *TASKS)]
+    if unknown:
+        p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *PROBE_SETS, *TASKS])}")
+    require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
+    require(args.limit is None or args.limit >= 1, "--limit", args.limit, "at least 1")
+    require(args.typo_pairs >= 1, "--typo_pairs", args.typo_pairs, "at least 1")
+    args.command = " ".join(["python eval.py", *(sys.argv[1:] if argv is None else argv)])
+    return args
+
+
+
+def heldout_ids(ckpt, enc, args):
+    """Held-out token ids (np.int64) and where they came from: --text, or the prepared val split."""
+    if args.text:
+        try:
+            text = Path(args.text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read --text {args.text} as UTF-8 ({e})") from None
+        return np.array(enc.encode_ordinary(text), dtype=np.int64), args.text
+    directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
+    return split_ids(directory, meta, "val"), f"{directory} val"
+
+
+def run_rare_tokens(ckpt, targets, losses, args):
+    directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
+    counts = token_counts(directory, meta, "train")
+    return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
+
+
+def run_typos(model, enc, ids, args, autocast):
+    """The typo probe on pairs made from the held-out text (probes.typo_pairs)."""
+    text = enc.decode(ids[:400_000].tolist())  # a bound: 200 pairs need ~100,000 characters
+    pairs = typo_pairs(text, args.limit or args.typo_pairs)
+    if not pairs:
+        raise UserError("the held-out text has no word of 5+ letters to misspell")
+    return next_token_shift(model, enc, pairs, args, autocast, "kind")
+
+
+
+def table(results):
+    """Markdown rows: task, split, n, metric, value, stderr."""
+    lines = ["| task | split | n | metric | value | stderr |", "|---|---|---|---|---|---|"]
+    for task, r in results.items():
+        if task == "rare_tokens":
+            for b in r["buckets"]:
+                loss = "" if b["loss"] is None else f"{b['loss']:.4f}"
+                lines.append(f"| rare_tokens, train count {b['train_count']} | val | {b['n']:,} | loss | {loss} | |")
+            continue
+        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl", "echo_rate"):
+            if metric in r:
+                stderr = r.get(f"{metric}_stderr")
+                value = f"{r[metric]:,.1f}" if r[metric] >= 1e4 else f"{r[metric]:.4f}"  # LAMBADA ppl of a tiny model
+                n = f"{r['n']:,}" + (f" ({r['skipped']:,} skipped)" if r.get("skipped") else "")
+                lines.append(f"| {task} | {r.get('split', 'val')} | {n} | {metric} | {value} | "
+                             f"{'' if stderr is None else f'{stderr:.4f}'} |")
+        for group, g in r.get("by_category", {}).items():  # the probe sets' categories
+            lines += [f"| {task}, {group} | | {g['n']} | {metric} | {g[metric]:.4f} | |"
+                      for metric in ("top1_agreement", "kl", "echo_rate") if metric in g]
+    return lines
+
+
+def score_tasks(ckpt, model, enc, tasks, args, autocast):
+    """({task: results}, {task: seconds}) of eval.py's own scoring."""
+    results, seconds = {}, {}
+    if any(t in TEXT_TASKS for t in tasks):
+        ids, where = heldout_ids(ckpt, enc, args)
+    if "val" in tasks or "rare_tokens" in tasks:
+        start = time.perf_counter()
+        targets, losses = token_losses(model, ids, args.limit, args.batch_size, autocast)
+        scored = time.perf_counter() - start
+    for task in tasks:
+        print(f"{task}: scoring", file=sys.stderr)
+        start = time.perf_counter()
+        if task == "val":
+            results[task] = run_val(targets, losses, enc, where)
+        elif task == "rare_tokens":
+            results[task] = run_rare_tokens(ckpt, targets, losses, args)
+        elif task == "typos":
+            results[task] = run_typos(model, enc, ids, args, autocast)
+        elif task == "spelling":
+            pairs = load_probe_set(task, args.limit)
+            results[task] = {"split": "probe_sets", **next_token_shift(model, enc, pairs, args, autocast, "category")}
+        elif task == "echo":
+            results[task] = {"split": "probe_sets", **run_echo(model, enc, load_probe_set(task, args.limit), autocast)}
+        else:
+            results[task] = run_benchmark(task, model, enc, args, autocast)
+        seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)
+        print(f"{task}: {seconds[task]:.1f} s", file=sys.stderr)
+    return results, seconds
+
+
+def harness_tasks(ckpt, model, path, enc, tasks, args):
+    """({task: results}, {"all": seconds}, the lm_eval command): the same documents, scored by lm-eval."""
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise UserError(f"--harness scores only {', '.join(TASKS)}, not {', '.join(unknown)}; "
+                        f"score the others without --harness")
+    start = time.perf_counter()
+    chosen = {t: benchmark_requests(t, enc, model.config.block_size, args) for t in tasks}
+    results, command = run_harness(ckpt, model, path, {t: (c[0], c[3]) for t, c in chosen.items()}, args)
+    print(f"the same run with lm-eval's own command line:\n  {command}", file=sys.stderr)
+    return results, {"all": time.perf_counter() - start}, command
+
+
+def evaluate(args):
+    device = pick_device(args.device)
+    path = find_checkpoint(args.ckpt)
+    out = writable_output(Path(args.out) if args.out else path.parent / ("eval-harness.json" if args.harness else "eval.json"))
+    ckpt = load_checkpoint(path, "cpu")
+    model = build_model(ckpt).to(device).eval()
+    enc = load_encoding(ckpt["tokenizer"])
+    tasks = args.tasks.split(",")
+    report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],
+              "command": args.command, "device": device}
+    if args.harness:
+        results, seconds, report["lm_eval_command"] = harness_tasks(ckpt, model, path, enc, tasks, args)
+    else:
+        results, seconds = score_tasks(ckpt, model, enc, tasks, args, pick_dtype("auto", device)[2])
+    report |= {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
+    write_atomic(out, json.dumps(report, indent=2))
+    print("\n".join(table(results)))
+    print(f"wrote {out}", file=sys.stderr)
+    return report
+
+
+def main(argv=None):
+    with user_errors("evaluate.py"):
+        evaluate(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""How a model scores text: the one batched model call, the LM Evaluation Harness's (v0.4) rules
+for multiple choice and LAMBADA, held-out token losses, and the probes' next-token and echo
+measurements. tools/evaluate.py turns them into its tasks; tools/extend.py reuses the losses.
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from tablefree.data import bits_per_byte
+from tablefree.errors import UserError
+from tools.probes import typo_metrics
+from tools.tasks import load_rows, to_docs
+
+
+@torch.no_grad()
+def score_sequences(model, seqs, batch_size, autocast, score):
+    """[score(i, logits (len(seqs[i]), V)) for each token list seqs[i]], run in right-padded batches.
+
+    Sequences are sorted longest first so a batch holds similar lengths (little padding).
+    Padding sits after each sequence, so causal attention never lets it touch real positions.
+    `score` takes the log-softmax of only the positions it needs: a (B, T, V) float32 copy
+    would be 8.6 GB at batch 32, T 1024, V 65,536."""
+    device = next(model.parameters()).device
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    results = [None] * len(seqs)
+    for start in tqdm(range(0, len(order), batch_size), desc="scoring", unit="batch", leave=False, file=sys.stderr,
+                      disable=None):
+        chunk = order[start:start + batch_size]
+        T = len(seqs[chunk[0]])
+        idx = torch.zeros(len(chunk), T, dtype=torch.long)
+        for b, i in enumerate(chunk):
+            idx[b, :len(seqs[i])] = torch.tensor(seqs[i])
+        with autocast:
+            logits, _ = model(idx.to(device), all_positions=True)  # (B, T, V)
+        for b, i in enumerate(chunk):
+            results[i] = score(i, logits[b, :len(seqs[i])])
+    return results
+
+
+def encode_pair(enc, context, continuation):
+    """Token ids of context and continuation as the harness makes them (HFLM._encode_pair).
+
+    Trailing spaces of the context move to the continuation; the pair is encoded whole and the
+    continuation is what follows the context's own tokens, so a merge across the boundary
+    counts toward the continuation. An empty context becomes the end-of-text token."""
+    if not context:
+        return [enc.eot_token], enc.encode_ordinary(continuation)
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    whole, n = enc.encode_ordinary(context + continuation), len(enc.encode_ordinary(context))
+    return whole[:n], whole[n:]
+
+
+def score_continuations(model, requests, batch_size, autocast):
+    """For each (context ids, continuation ids): (summed log-likelihood, whether greedy decoding reproduces it).
+
+    Left truncation as in the harness: the model sees the last block_size of the tokens, the
+    continuation's positions are the last len(continuation) of its input. A continuation must
+    fit the window (benchmark_requests skips documents where one does not, as the harness must)."""
+    block = model.config.block_size
+    inputs = [(ctx + cont)[-(block + 1):] for ctx, cont in requests]
+    if any(len(cont) > block for _, cont in requests):
+        raise ValueError(f"a continuation is longer than the {block}-token window")
+
+    def score(i, logits):
+        n = len(requests[i][1])
+        rows = F.log_softmax(logits[-n:].float(), dim=-1)  # (n, V): predictions of the continuation's tokens
+        target = torch.tensor(inputs[i][-n:], device=rows.device)
+        return rows.gather(-1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all())
+
+    return score_sequences(model, [x[:-1] for x in inputs], batch_size, autocast, score)
+
+
+def mean_stderr(values):
+    """The harness's standard error of a mean: sample standard deviation / sqrt(n)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+
+def first_argmax(values):
+    """Index of the largest value, the first one on ties (as np.argmax, which the harness uses)."""
+    return max(range(len(values)), key=lambda j: (values[j], -j))
+
+
+def multiple_choice(docs, scores):
+    """acc and acc_norm (with standard errors) from each document's per-choice log-likelihoods."""
+    acc, acc_norm = [], []
+    for doc, lls in zip(docs, scores):
+        acc.append(float(first_argmax(lls) == doc["gold"]))
+        acc_norm.append(float(first_argmax([ll / len(c) for ll, c in zip(lls, doc["choices"])]) == doc["gold"]))
+    return {"acc": float(np.mean(acc)), "acc_stderr": mean_stderr(acc),
+            "acc_norm": float(np.mean(acc_norm)), "acc_norm_stderr": mean_stderr(acc_norm)}
+
+
+def benchmark_requests(name, enc, block, args):
+    """A task's documents that fit the window: their rows, documents and (context, continuation) ids.
+
+    The harness refuses a continuation longer than the model's window (HFLM asserts it), so a
+    document with such a choice cannot be scored as the harness scores it: it is skipped and
+    counted (`skipped`), in eval.py and harness.py alike. Returns rows, docs, requests, info."""
+    rows, split, where = load_rows(name, args.data, Path(args.data_dir) / "_sources", args.limit)
+    kept = [(row, doc, [encode_pair(enc, doc["context"], " " + c) for c in doc["choices"]])
+            for row, doc in zip(rows, to_docs(name, rows, where))]
+    kept = [k for k in kept if all(len(cont) <= block for _, cont in k[2])]
+    info = {"split": split, "source": where, "skipped": len(rows) - len(kept)}
+    print(f"{name}: {len(kept)} documents ({split} split) from {where}"
+          + (f"; {info['skipped']} skipped: a choice longer than the {block}-token window" if info["skipped"] else ""),
+          file=sys.stderr)
+    if not kept:
+        raise UserError(f"{name}: every document has a choice longer than the model's {block}-token window")
+    rows, docs, requests = zip(*kept)
+    return list(rows), list(docs), list(requests), info
+
+
+def run_benchmark(name, model, enc, args, autocast):
+    _, docs, requests, info = benchmark_requests(name, enc, model.config.block_size, args)
+    results = iter(score_continuations(model, [r for doc in requests for r in doc], args.batch_size, autocast))
+    scores = [[next(results) for _ in d["choices"]] for d in docs]  # per doc: (ll, greedy) per choice
+    out = {**info, "n": len(docs)}
+    if name == "lambada":
+        greedy = [float(s[0][1]) for s in scores]
+        lls = [s[0][0] for s in scores]
+        return {**out, "acc": float(np.mean(greedy)), "acc_stderr": mean_stderr(greedy), "ppl": math.exp(-np.mean(lls))}
+    return {**out, **multiple_choice(docs, [[ll for ll, _ in s] for s in scores])}
+
+
+def token_losses(model, ids, limit, batch_size, autocast):
+    """Per-token losses (nats) and targets over windows of block_size + 1 tokens that overlap by one.
+
+    Each window predicts its last block_size tokens, so every token after the first is scored
+    once, with up to block_size - 1 tokens of context (contexts restart at window edges)."""
+    block = model.config.block_size
+    starts = list(range(0, max(len(ids) - 1, 0), block))[:limit]
+    if not starts:
+        raise UserError("the held-out text has fewer than 2 tokens")
+    windows = [ids[s:s + block + 1].tolist() for s in starts]
+
+    def score(i, logits):
+        target = torch.tensor(windows[i][1:], device=logits.device)
+        return F.cross_entropy(logits.float(), target, reduction="none").cpu().numpy()
+
+    losses = score_sequences(model, [w[:-1] for w in windows], batch_size, autocast, score)
+    return np.concatenate([np.asarray(w[1:]) for w in windows]), np.concatenate(losses)
+
+
+def run_val(targets, losses, enc, where):
+    """Loss, perplexity and bits per byte (dataset.bits_per_byte, as train.py logs it): the
+    losses of all target tokens over the UTF-8 bytes they spell; end of text spells none."""
+    token_bytes = np.array([0 if t == enc.eot_token else len(enc.decode_single_token_bytes(t))
+                            for t in range(enc.n_vocab)])
+    loss = float(losses.mean())
+    return {"source": where, "n": len(targets), "loss": loss, "ppl": math.exp(loss),
+            "bpb": bits_per_byte(loss, len(targets), int(token_bytes[targets].sum()))}
+
+
+def next_token_shift(model, enc, pairs, args, autocast, group):
+    """How a typo moves the next-token distribution: top-1 agreement and KL(P_clean || P_typo)
+    after each pair's clean and typo prompts (probes.typo_metrics), overall and per pair[group]."""
+    block = model.config.block_size
+    prompts = [enc.encode_ordinary(p)[-block:] for pair in pairs for p in (pair["clean"], pair["typo"])]
+    last = score_sequences(model, prompts, args.batch_size, autocast,  # (V,) each: the next token's distribution
+                           lambda i, logits: F.log_softmax(logits[-1].float(), dim=-1))
+    agree, kl = typo_metrics(torch.stack(last[0::2]), torch.stack(last[1::2]))
+    groups = {}
+    for i, pair in enumerate(pairs):
+        groups.setdefault(pair[group], []).append(i)
+    by_group = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())}
+                for k, i in groups.items()}
+    return {"n": len(pairs), "top1_agreement": float(agree.mean()), "top1_agreement_stderr": mean_stderr(agree.numpy()),
+            "kl": float(kl.mean()), f"by_{group}": by_group, "examples": pairs[:3]}
+
+
+def run_echo(model, enc, prompts, autocast, new_tokens=16):
+    """Does greedy generation repeat a string it has only seen in the prompt (an invented name,
+    a misspelt word)? echo_rate: the share of prompts whose next new_tokens contain it."""
+    echoed, continuations = [], []
+    device = next(model.parameters()).device
+    for p in prompts:
+        idx = torch.tensor([enc.encode_ordinary(p["prompt"])[-model.config.block_size:]], device=device)
+        with autocast:
+            new = torch.cat(list(model.generate(idx, new_tokens, temperature=0)), dim=1)  # (1, new_tokens)
+        continuations.append(enc.decode(new[0].tolist()))
+        echoed.append(float(p["string"] in continuations[-1]))
+    by_category = {}
+    for p, e in zip(prompts, echoed):
+        by_category.setdefault(p["category"], []).append(e)
+    return {"n": len(prompts), "echo_rate": float(np.mean(echoed)), "echo_rate_stderr": mean_stderr(echoed),
+            "by_category": {k: {"n": len(v), "echo_rate": float(np.mean(v))} for k, v in by_category.items()},
+            "examples": [{**p, "continuation": c} for p, c in zip(prompts[:3], continuations)]}
