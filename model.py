@@ -88,7 +88,7 @@ class LayerKV:
 
 
 def body_linear(config, n_in, n_out):
-    """Every Linear inside the blocks: float, or BitNet b1.58 ternary (ternary.py) for body='ternary'."""
+    """Every Linear inside the blocks: float, or BitNet b1.58 ternary (tablefree/ternary.py) for body='ternary'."""
     return (BitLinear if config.body == "ternary" else nn.Linear)(n_in, n_out, bias=config.bias)
 
 
@@ -358,7 +358,7 @@ class GPTConfig:
     pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
     code_dim: int = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
     codes_from: str = ""  # 'frozen': the V x d table its codes were derived from (provenance)
-    body: str = "float"  # the blocks' Linears: 'float', or 'ternary' (BitNet b1.58, ternary.py)
+    body: str = "float"  # the blocks' Linears: 'float', or 'ternary' (BitNet b1.58, tablefree/ternary.py)
 
     def __post_init__(self):
         if self.input not in INPUTS:

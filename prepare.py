@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from tablefree.common import ArgumentParser, UserError, fsync_directory, require, user_errors, write_atomic
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
-from tablefree.errors import ArgumentParser, UserError, require, user_errors
-from tablefree.files import fsync_directory, write_atomic
 from tablefree.tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
@@ -185,7 +184,8 @@ def prepare(args):
     pool = multiprocessing.Pool(args.workers, init_worker, (info, ranks)) if args.workers > 1 else None
     if pool is None:
         init_worker(info, ranks)
-    progress = tqdm(desc="tokenizing", unit="tok", unit_scale=True, file=sys.stdout, disable=args.quiet)
+    progress = tqdm(desc="tokenizing", unit="tok", unit_scale=True, file=sys.stdout,
+                    disable=True if args.quiet else None)  # None: only on a terminal
     try:
         while writers["train"].tokens < args.max_tokens:
             window = list(itertools.islice(work, 4 * args.workers))  # bounded: never the whole corpus
@@ -239,7 +239,7 @@ def parse_args(argv=None):
     p.add_argument("--shard_tokens", type=int, default=1_000_000_000, help="tokens per output shard")
     p.add_argument("--workers", type=int, default=1, help="encoding processes (use more for large corpora)")
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help="no progress bars, even on a terminal")
     args = p.parse_args(argv)
     require(args.vocab_size >= 258, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
             "at least 258 (256 bytes, 1 merge, end of text)")

@@ -15,8 +15,8 @@ import sys
 import torch
 
 from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.common import ArgumentParser, UserError, require, user_errors
 from tablefree.device import pick_device, pick_dtype
-from tablefree.errors import ArgumentParser, UserError, require, user_errors
 from tablefree.tokenizer import load_encoding
 
 

@@ -28,14 +28,12 @@ from tqdm import tqdm
 
 from codes import describe_quality
 from model import GPT
-from tablefree.checkpoint import (build_model, model_state, read_code_source, refuse_to_overwrite, save_checkpoint,
-                                  start_run_dir, tokenizer_state)
-from tablefree.configurator import resolve, settings_help
+from tablefree.checkpoint import (build_model, model_state, read_code_source, refuse_to_overwrite, resume_from,
+                                  save_checkpoint, start_run_dir, tokenizer_state)
+from tablefree.common import UserError, append_line, user_errors
+from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.data import bits_per_byte, get_batch, open_split, read_meta
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
-from tablefree.errors import UserError, user_errors
-from tablefree.files import append_line
-from tablefree.run_settings import check_settings, model_config, resume_from
 from tablefree.tokenizer import load_encoding, vocab_bytes
 
 # -----------------------------------------------------------------------------

@@ -10,12 +10,16 @@
 - the path to the first loss: `python train.py config/shakespeare.py` run for one evaluation
   batch (max_iters=0, eval_iters=1, in a temporary out_dir, on data/shakespeare) under a
   profiler that records every call into the checkout's files until the model first returns a
-  loss: the files and functions a reader passes, and how often the path changes file;
+  loss: the files and functions a reader passes, and which file calls into which (the arrows a
+  reader follows from one file to another);
 - the README's length in lines and the files at the top level.
 """
 
 import argparse
 import ast
+import contextlib
+import inspect
+import io
 import json
 import os
 import runpy
@@ -90,9 +94,10 @@ def entry_point_imports(root, graph):
 
 
 def path_to_first_loss(root):
-    """(files, functions, file changes) on the calls from `python train.py config/shakespeare.py`
-    to the model's first loss."""
-    calls, stack, switches, done = [], [], [0], [False]
+    """{"files": [...], "functions": n, "file-to-file calls": [...]} on the calls from `python train.py
+    config/shakespeare.py` to the model's first loss, twice: "calls" follows functions only (what
+    a reader steps through), "with imports" also counts the modules' and classes' top-level code as it runs."""
+    events, done = [], [False]  # (call or return, file, is a module's top level, function)
     root = root.resolve()
 
     def inside(code):
@@ -103,16 +108,10 @@ def path_to_first_loss(root):
         if done[0] or event not in ("call", "return") or not inside(frame.f_code):
             return
         where = str(Path(frame.f_code.co_filename).relative_to(root))
-        if event == "call":
-            if stack and stack[-1] != where:
-                switches[0] += 1
-            calls.append((where, frame.f_code.co_qualname))
-            stack.append(where)
-            return
-        stack.pop()
-        if stack and stack[-1] != where:
-            switches[0] += 1
-        if frame.f_code.co_name == "forward" and isinstance(arg, tuple) and len(arg) == 2 and arg[1] is not None:
+        top_level = not frame.f_code.co_flags & inspect.CO_OPTIMIZED  # a module or class body, run as it is imported
+        events.append((event, where, top_level, frame.f_code.co_qualname))
+        if event == "return" and frame.f_code.co_name == "forward" and isinstance(arg, tuple) and len(arg) == 2 \
+                and arg[1] is not None:
             done[0] = True  # (logits, loss): the first loss
 
     with tempfile.TemporaryDirectory() as out:
@@ -122,14 +121,29 @@ def path_to_first_loss(root):
         sys.path.insert(0, str(root))
         sys.setprofile(profile)
         try:
-            runpy.run_path(str(root / "train.py"), run_name="__main__")
+            with contextlib.redirect_stdout(io.StringIO()):  # the run's own lines: not part of the report
+                runpy.run_path(str(root / "train.py"), run_name="__main__")
         finally:
             sys.setprofile(None)
             sys.argv, sys.path[:] = argv, path
     if not done[0]:
         raise SystemExit("the run ended before the model returned a loss")
-    files = list(dict.fromkeys(f for f, _ in calls))
-    return files, len(set(calls)), switches[0]
+
+    def walk(with_imports):
+        kept = [e for e in events if with_imports or not e[2]]
+        stack, edges = [], set()
+        for event, where, _, _ in kept:
+            if event == "call":
+                if stack and stack[-1] != where:
+                    edges.add((stack[-1], where))
+                stack.append(where)
+            elif stack:
+                stack.pop()
+        calls = [(where, name) for event, where, _, name in kept if event == "call"]
+        return {"files": list(dict.fromkeys(w for w, _ in calls)), "functions": len(set(calls)),
+                "file-to-file calls": sorted(f"{a} -> {b}" for a, b in edges)}
+
+    return {"calls": walk(False), "with imports": walk(True)}
 
 
 def main():
@@ -148,8 +162,7 @@ def main():
               "README lines": len((root / "README.md").read_text().splitlines())}
     if not args.no_trace:
         os.chdir(root)
-        files, functions, switches = path_to_first_loss(root)
-        report |= {"path to the first loss: files": files, "functions": functions, "file changes": switches}
+        report["path to the first loss"] = path_to_first_loss(root)
     print(json.dumps(report, indent=2))
 
 

@@ -30,9 +30,8 @@ from tqdm import tqdm
 
 from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
+from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.device import machine, pick_device, pick_dtype
-from tablefree.errors import ArgumentParser, require, user_errors
-from tablefree.files import write_atomic
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
             "ternary": bench_ternary, "prepare": bench_prepare}

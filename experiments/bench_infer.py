@@ -1,8 +1,8 @@
-"""bench.py's inference sections, and the clock and memory readings every section uses.
+"""experiments/bench.py's inference sections.
 
 generate: tokens/s and time to first token of sampling with the KV cache and with full
           recomputation, batch 1 and 8, for 256 and 1024 new tokens.
-ternary:  the packed ternary model (export.py, integer matmuls) against the same shape in
+ternary:  the packed ternary model (tools/export.py, integer matmuls) against the same shape in
           float32 and in bfloat16, at batch 1: file size, resident memory of the process and of
           the weights, and tokens/s for 256 new tokens (median of 3), each model loaded from its
           file in a fresh process (so one's memory cannot hide another's).
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.bench_train import memory_status, sync
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary
 
@@ -27,24 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the decode pro
 # decoding is memory-bound here: a 56.6M-weight body (8 x 12 x 768^2) read once per token
 DECODE_SHAPE = dict(vocab_size=1024, n_layer=8, n_head=12, n_embd=768, block_size=512, input="binary")
 QUICK_DECODE_SHAPE = dict(vocab_size=1024, n_layer=2, n_head=4, n_embd=128, block_size=512, input="binary")
-
-
-def sync(device):
-    """Wait for queued GPU work, so a clock read after it measures the work, not its launch."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-
-
-def memory_status(key="VmHWM"):
-    """This process's resident memory in bytes from /proc: VmHWM the peak, VmRSS now. (Linux's
-    VmHWM belongs to the process image; getrusage's ru_maxrss would also count the parent's
-    peak, which survives fork + exec.) Elsewhere, the peak from getrusage."""
-    status = Path("/proc/self/status")
-    if status.exists():
-        line = next(l for l in status.read_text().splitlines() if l.startswith(f"{key}:"))
-        return int(line.split()[1]) * 1024  # kB
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # macOS reports bytes
 
 
 def timed_generation(model, prompt, new_tokens, device, **kw):

@@ -1,6 +1,7 @@
-"""bench.py's training-side sections: step time and MFU, memory, the input layers alone, and data
-preparation (descriptions in experiments/bench.py). The memory probes and prepare.py run as
-their own processes, so no measurement holds another's memory or start-up."""
+"""experiments/bench.py's training-side sections (step time and MFU, memory, the input layers
+alone, data preparation; described in bench.py) and the clock and memory readings every section
+uses. The memory probes and prepare.py run as their own processes, so no measurement holds
+another's memory or start-up."""
 
 import argparse
 import json
@@ -14,13 +15,30 @@ from pathlib import Path
 
 import torch
 
-from experiments.bench_infer import memory_status, sync
 from model import INPUTS, GPT, GPTConfig, make_input
 from tablefree.corpus import fetch_source
 from tablefree.device import peak_flops_of, pick_dtype
 from tablefree.tokenizer import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: prepare.py, and experiments/ for the probes
+
+
+def sync(device):
+    """Wait for queued GPU work, so a clock read after it measures the work, not its launch."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def memory_status(key="VmHWM"):
+    """This process's resident memory in bytes from /proc: VmHWM the peak, VmRSS now. (Linux's
+    VmHWM belongs to the process image; getrusage's ru_maxrss would also count the parent's
+    peak, which survives fork + exec.) Elsewhere, the peak from getrusage."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        line = next(l for l in status.read_text().splitlines() if l.startswith(f"{key}:"))
+        return int(line.split()[1]) * 1024  # kB
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # macOS reports bytes
 
 
 def bench_prepare(args):

@@ -23,9 +23,8 @@ from pathlib import Path
 from codes import describe_quality
 from experiments.runs import ROOT, probe_run, pyplot, run_all, run_dir, summarize, train_settings
 from model import BODIES, INPUTS
+from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine
-from tablefree.errors import ArgumentParser, UserError, require, user_errors
-from tablefree.files import write_atomic
 
 PRESETS = {"cpu": "experiments/config/compare_cpu.py", "gpu": "config/binary.py"}  # in the checkout
 KINDS = (*INPUTS, "binary+ternary")  # every input with the float body, and the ternary body's cost

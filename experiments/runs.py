@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 from tablefree.checkpoint import read_log
-from tablefree.configurator import resolve, script_settings
-from tablefree.errors import UserError
-from tablefree.run_settings import check_settings
+from tablefree.common import UserError
+from tablefree.configurator import check_settings, resolve, script_settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: train.py and tools/ live there
 TRAIN = ROOT / "train.py"

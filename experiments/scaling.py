@@ -31,11 +31,10 @@ import torch
 
 from experiments.runs import ROOT, finished, gap, pyplot, run_all, run_dir, summarize, train_settings
 from model import GPT
+from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.configurator import check_settings, model_config
 from tablefree.data import read_meta
 from tablefree.device import machine
-from tablefree.errors import ArgumentParser, require, user_errors
-from tablefree.files import write_atomic
-from tablefree.run_settings import check_settings, model_config
 
 BASE = "experiments/config/compare_cpu.py,experiments/config/scaling_cpu.py"  # the CPU preset, then what the grid changes
 POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so early results are useful

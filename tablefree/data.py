@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tablefree.errors import UserError
+from tablefree.common import UserError
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 

@@ -7,7 +7,7 @@ from contextlib import nullcontext
 
 import torch
 
-from tablefree.errors import UserError
+from tablefree.common import UserError
 
 
 def pick_device(name):

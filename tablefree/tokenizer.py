@@ -7,6 +7,7 @@ so a data directory or a run directory carries everything needed to decode its t
 
 import binascii
 import json
+import sys
 from pathlib import Path
 
 import tiktoken
@@ -43,7 +44,7 @@ def train_bpe(texts, vocab_size, progress=True):
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=progress)  # its own bars: the merges run inside Rust
+                                  show_progress=progress and sys.stderr.isatty())  # its own bars: the merges run in Rust
     bpe.train_from_iterator(texts, trainer)
     to_byte = {char: byte for byte, char in byte_to_unicode().items()}
     ranks = {bytes([b]): b for b in range(256)}

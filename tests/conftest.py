@@ -1,5 +1,8 @@
-"""Shared fixtures: a tiny prepared corpus, tiny-model training settings, and slow reference
-constructions of the codes that the fast paths in codes.py are checked against."""
+"""Shared fixtures: every test in a temporary working directory, a tiny prepared corpus,
+tiny-model training settings, and slow reference constructions of the codes that the fast
+paths in codes.py are checked against."""
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +13,16 @@ from codes import code_bits
 TINY = ["--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=8", "--gradient_accumulation_steps=2",
         "--learning_rate=3e-3", "--warmup_iters=2", "--min_lr=3e-4", "--eval_iters=4", "--log_interval=1",
         "--device=cpu", "--compile=False"]
+
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: its scripts and configs, never its out/ or data/
+
+
+@pytest.fixture(autouse=True)
+def away_from_the_checkout(tmp_path, monkeypatch):
+    """Each test runs in its own empty folder, so a default such as out_dir='out' or
+    data_dir='data' can never read or write the checkout's working state."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(scope="session")

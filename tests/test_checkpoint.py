@@ -7,7 +7,7 @@ import torch
 
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
-from tablefree.errors import UserError
+from tablefree.common import UserError
 
 
 class RunsCode:

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from experiments import compare
 from conftest import TINY
+from experiments import compare
 from model import INPUTS
 
 
@@ -32,7 +32,7 @@ def test_summary_arithmetic():
     assert far["ppl_ratio"] == pytest.approx(s["affine"]["val_ppl"] / s["learned"]["val_ppl"] - 1)
     assert "vs_learned" not in s["learned"]
     machine = {"cpu": "x", "threads": 2, "gpu": None, "torch": "2", "date": "d"}
-    table = compare.report("t", "python compare.py", machine, s)
+    table = compare.report("t", "python -m experiments.compare", machine, s)
     assert "| learned | 3 | 1.1000 ± 0.1000 |" in table and "exceeds seed variation" in table and "is within seed variation" in table
 
 

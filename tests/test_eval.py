@@ -1,4 +1,4 @@
-"""eval.py, tasks.py and probes.py: prompt formats, harness scoring rules, truncation and the probes' arithmetic.
+"""tools/evaluate.py, scoring.py, tasks.py and probes.py: prompt formats, harness scoring rules, truncation and the probes' arithmetic.
 
 Run: python -m pytest tests/test_eval.py
 """
@@ -15,15 +15,15 @@ import pytest
 import torch
 import torch.nn as nn
 
-from tools import evaluate, scoring
 import prepare
 import train
 from conftest import TINY
 from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.data import bits_per_byte
-from tablefree.errors import UserError
 from tablefree.tokenizer import load_encoding
+from tools import evaluate, scoring
 from tools.probes import bucket_losses, misspell, typo_metrics, typo_pairs
 from tools.tasks import TASKS, load_docs, load_probe_set
 
@@ -129,7 +129,7 @@ class Bigram(nn.Module):
         self.calls = []
 
     def forward(self, idx, all_positions=False):
-        assert all_positions  # eval.py scores every position
+        assert all_positions  # evaluate.py scores every position
         self.calls.append(idx.clone())
         return self.logp[idx], None  # (B, T, V) logits that are exact log-probabilities
 
@@ -305,7 +305,7 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     report = json.loads((run / "eval.json").read_text())
     results = report["results"]
     assert list(results) == tasks.split(",") and set(report["seconds"]) == set(results)
-    assert report["command"].startswith(f"python eval.py --ckpt {run} --tasks {tasks}")
+    assert report["command"].startswith(f"python -m tools.evaluate --ckpt {run} --tasks {tasks}")
     assert results["hellaswag"]["n"] == 2 and 0 <= results["hellaswag"]["acc_norm"] <= 1
     assert results["lambada"]["ppl"] > 1 and results["val"]["bpb"] > 0 and results["typos"]["n"] == 5
     assert sum(b["n"] for b in results["rare_tokens"]["buckets"]) == results["val"]["n"]

@@ -1,11 +1,10 @@
-"""Adding words after training (extend.py, GPT.add_tokens). Run: python -m pytest tests/test_extend.py"""
+"""Adding words after training (tools/extend.py, GPT.add_tokens). Run: python -m pytest tests/test_extend.py"""
 
 import json
 
 import pytest
 import torch
 
-from tools import extend
 import train
 from codes import binary_code, byte_buffer, sign_project, unpack_bits
 from conftest import TINY
@@ -13,6 +12,7 @@ from model import GPT, GPTConfig
 from tablefree.checkpoint import load_checkpoint
 from tablefree.configurator import resolve
 from tablefree.tokenizer import load_encoding, parse_ranks
+from tools import extend
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(64)]  # a .. z, aa .. zz, aaa ..: V = 64 = 2^6
 PIECES = [[0, 1], [2, 3], [0, 1, 2]]  # new tokens "ab", "cd", "abc"

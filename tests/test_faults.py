@@ -25,7 +25,7 @@ import train
 from conftest import TINY
 from model import GPT
 from tablefree.checkpoint import load_checkpoint, read_log
-from tablefree.errors import UserError
+from tablefree.common import UserError
 from tablefree.configurator import resolve
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ from codes import average_ranks, code_quality, pack_bits, sign_pca, sign_project
 from conftest import TINY
 from model import GPT, GPTConfig, source_digest
 from tablefree.checkpoint import build_model, load_checkpoint, read_code_source
+from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.errors import UserError
 
 
 def table(V, d, seed=0):

@@ -7,16 +7,16 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from tools import evaluate, export
 import sample
 import train
 from conftest import TINY
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.data import read_meta, split_ids
-from tablefree.errors import UserError
 from tablefree.tokenizer import load_encoding
+from tools import evaluate, export
 from tools.hf import bpe_merges, export_hf, hf_tokenizer
 
 transformers = pytest.importorskip("transformers", reason="the export is checked with transformers: "

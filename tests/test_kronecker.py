@@ -18,9 +18,9 @@ from codes import byte_buffer, kronecker_values, utf8_safe_truncate
 from conftest import TINY, reference_kronecker_code
 from model import GPT, GPTConfig
 from tablefree.checkpoint import load_checkpoint
+from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.corpus import fetch_source
-from tablefree.errors import UserError
 from tablefree.tokenizer import load_encoding, load_tokenizer, vocab_bytes
 
 SAMPLES = [b"hello", b" world", b"\xe2\x80", b"", b"a" * 40, "naïve café au lait, très".encode(), b"<|endoftext|>",

@@ -1,4 +1,4 @@
-"""prepare.py and tokenizer.py on small local corpora. Run: python -m pytest tests/test_prepare.py"""
+"""prepare.py and tablefree/tokenizer.py on small local corpora. Run: python -m pytest tests/test_prepare.py"""
 
 import json
 import random
@@ -9,9 +9,9 @@ import zlib
 import numpy as np
 import pytest
 
-from tablefree import corpus
 import prepare
-from tablefree.errors import UserError
+from tablefree import corpus
+from tablefree.common import UserError
 from tablefree.tokenizer import load_tokenizer, train_bpe
 
 WORDS = "the king queen crown sword horse castle river night morning bread wine letter".split()

@@ -1,12 +1,12 @@
-"""scaling.py's grid and tables on tiny runs. Run: python -m pytest tests/test_scaling.py"""
+"""experiments/scaling.py's grid and tables on tiny runs. Run: python -m pytest tests/test_scaling.py"""
 
 import json
 import math
 
 import pytest
 
-from experiments import scaling
 from conftest import TINY
+from experiments import scaling
 
 TINY_POINTS = {  # the grid's shape at a size that runs in seconds
     "base": ("base", {}, ("learned", "binary")),

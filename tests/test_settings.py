@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.device import pick_device, pick_dtype
-from tablefree.errors import UserError
 
 DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
 

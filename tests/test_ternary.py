@@ -6,16 +6,16 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from tools import export
 import sample
 import train
 from conftest import TINY
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, read_log, packed_ternary
+from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.errors import UserError
 from tablefree.ternary import (BitLinear, Int8TernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
                      unpack_ternary)
+from tools import export
 
 
 def test_quantisers_on_hand_computed_cases():

@@ -15,9 +15,8 @@ import train
 from conftest import TINY
 from model import GPT, GPTConfig, INPUTS
 from tablefree.checkpoint import build_model, load_checkpoint
-from tablefree.run_settings import MODEL_KEYS
-from tablefree.configurator import resolve
-from tablefree.errors import UserError
+from tablefree.common import UserError
+from tablefree.configurator import MODEL_KEYS, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 def run(data_dir, out_dir, *argv):

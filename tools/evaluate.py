@@ -1,10 +1,10 @@
 """Score a checkpoint on held-out text, on HellaSwag, PIQA, ARC and LAMBADA, and with the seeds' probes.
 
-    python eval.py --ckpt out/ --tasks val,hellaswag,piqa,arc_easy,arc_challenge,lambada
-    python eval.py --ckpt out/ --tasks hellaswag --data bundle --limit 200
-    python eval.py --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
-    python eval.py --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
-    python eval.py --ckpt out/ --tasks hellaswag,piqa --harness  # the same documents through the real lm-eval
+    python -m tools.evaluate --ckpt out/ --tasks val,hellaswag,piqa,arc_easy,arc_challenge,lambada
+    python -m tools.evaluate --ckpt out/ --tasks hellaswag --data bundle --limit 200
+    python -m tools.evaluate --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
+    python -m tools.evaluate --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
+    python -m tools.evaluate --ckpt out/ --tasks hellaswag,piqa --harness  # the same documents through the real lm-eval
 
 Multiple choice and LAMBADA follow the LM Evaluation Harness (v0.4) exactly: a choice's score is
 the summed log-likelihood of " " + choice given the context; `acc` takes the argmax of the sums,
@@ -27,10 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
+from tablefree.common import ArgumentParser, UserError, require, user_errors, writable_output, write_atomic
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.device import pick_device, pick_dtype
-from tablefree.errors import ArgumentParser, UserError, require, user_errors
-from tablefree.files import writable_output, write_atomic
 from tablefree.tokenizer import load_encoding
 from tools.harness import run_harness
 from tools.probes import bucket_losses, typo_pairs
@@ -63,7 +62,7 @@ def parse_args(argv=None):
     require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
     require(args.limit is None or args.limit >= 1, "--limit", args.limit, "at least 1")
     require(args.typo_pairs >= 1, "--typo_pairs", args.typo_pairs, "at least 1")
-    args.command = " ".join(["python eval.py", *(sys.argv[1:] if argv is None else argv)])
+    args.command = " ".join(["python -m tools.evaluate", *(sys.argv[1:] if argv is None else argv)])
     return args
 
 
@@ -119,7 +118,7 @@ def table(results):
 
 
 def score_tasks(ckpt, model, enc, tasks, args, autocast):
-    """({task: results}, {task: seconds}) of eval.py's own scoring."""
+    """({task: results}, {task: seconds}) of evaluate.py's own scoring."""
     results, seconds = {}, {}
     if any(t in TEXT_TASKS for t in tasks):
         ids, where = heldout_ids(ckpt, enc, args)

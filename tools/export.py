@@ -1,7 +1,7 @@
 """Export a trained checkpoint: to a Hugging Face transformers folder, or a packed ternary file.
 
-    python export.py --ckpt out/                      # -> out/hf/, loads with AutoModelForCausalLM (hf.py)
-    python export.py --ckpt out-ternary/              # a body='ternary' run -> out-ternary/model.ternary.pt
+    python -m tools.export --ckpt out/                      # -> out/hf/, loads with AutoModelForCausalLM (hf.py)
+    python -m tools.export --ckpt out-ternary/              # a body='ternary' run -> out-ternary/model.ternary.pt
     python sample.py --ckpt out-ternary/model.ternary.pt    # integer CPU inference from it
 
 --format picks the kind; by default a float body goes to hf, a ternary body to ternary.
@@ -14,7 +14,7 @@ ternary: the packed BitNet b1.58 model. Each ternary Linear of the body becomes 
 output head, a learned input table, a Kronecker projection) is stored in float16; norms, biases
 and the input code's buffers (nothing for binary, A and b for affine, the packed codes for
 frozen) as trained; with the config and the tokenizer. It is a dict of tensors and plain
-values, read with torch.load(weights_only=True) like a checkpoint, so sample.py and eval.py load
+values, read with torch.load(weights_only=True) like a checkpoint, so sample.py and evaluate.py load
 it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 weights and
 multiply in integers (ternary.Int8TernaryLinear).
 """
@@ -25,8 +25,7 @@ from pathlib import Path
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, packed_ternary
-from tablefree.errors import ArgumentParser, UserError, user_errors
-from tablefree.files import write_atomic
+from tablefree.common import ArgumentParser, UserError, user_errors, write_atomic
 from tools.hf import export_hf
 
 def main(argv=None):

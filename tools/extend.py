@@ -1,6 +1,6 @@
 """Add words after training: how much does each input interface lose when the vocabulary grows?
 
-    python extend.py --ckpt out-compare/cpu/*-seed? --new_tokens 64 --name extension
+    python -m tools.extend --ckpt out-compare/cpu/*-seed? --new_tokens 64 --name extension
 
 The frozen-code paper reports that its frozen table accepts 10,000 new words after training at
 a 3% cost where a learned table collapses by 43%, without publishing the protocol. Ours, the
@@ -39,9 +39,8 @@ import regex
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
+from tablefree.common import ArgumentParser, UserError, require, user_errors, writable_output, write_atomic
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
-from tablefree.errors import ArgumentParser, UserError, require, user_errors
-from tablefree.files import writable_output, write_atomic
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
 from tools.probes import bucket_losses
 from tools.scoring import run_val, token_losses
@@ -227,7 +226,7 @@ def main(argv=None):
             r = rows[-1]
             print(f"{ckpt} ({r['input']}): {r['before']['bpb']:.4f} -> {r['after']['bpb']:.4f} bits/byte "
                   f"({100 * r['bpb_change']:+.2f}%)", file=sys.stderr, flush=True)
-        command = " ".join(["python extend.py", *argv])
+        command = " ".join(["python -m tools.extend", *argv])
         write_atomic(results, report(command, rows, args))
         write_atomic(results.with_suffix(".json"), json.dumps({"command": command, "runs": rows}, indent=2))
     print(results.read_text())

@@ -1,9 +1,9 @@
-"""Score a checkpoint with the real LM Evaluation Harness (lm-eval 0.4), offline, on eval.py's data.
+"""Score a checkpoint with the real LM Evaluation Harness (lm-eval 0.4), offline, on evaluate.py's data.
 
-    python eval.py --ckpt out/ --harness --tasks hellaswag,piqa,arc_easy,arc_challenge,lambada
+    python -m tools.evaluate --ckpt out/ --harness --tasks hellaswag,piqa,arc_easy,arc_challenge,lambada
 
 What happens: the checkpoint is exported to transformers (hf.py, into <run>/hf), and each task's
-rows -- the very rows eval.py scores, from the same source (eval.benchmark_requests) -- are
+rows -- the very rows evaluate.py scores, from the same source (scoring.benchmark_requests) -- are
 written in the hub's schema to <run>/harness/<task>.jsonl. Beside each goes a task definition,
 tablefree_<task>.yaml, that *includes the harness's own YAML* for the task (prompt, choices,
 preprocessing, metrics: lm_eval/tasks/hellaswag/hellaswag.yaml and so on) and changes only
@@ -16,7 +16,7 @@ The folder stays, so the standard command line reproduces the numbers without th
         --include_path out/harness --tasks tablefree_hellaswag,tablefree_piqa,...
 
 Documents with a choice longer than the model's window are left out of both (the harness
-asserts on them; eval.benchmark_requests counts them as `skipped`). ARC: the harness scores its
+asserts on them; scoring.benchmark_requests counts them as `skipped`). ARC: the harness scores its
 test split, the offline bundle holds only validation (tasks.py), so with --data bundle both
 tools score ARC's validation split.
 """
@@ -26,8 +26,8 @@ import logging
 import os
 from pathlib import Path
 
+from tablefree.common import UserError
 from tablefree.device import pick_device
-from tablefree.errors import UserError
 from tools.hf import export_hf
 from tools.tasks import TASKS
 
@@ -49,7 +49,7 @@ def write_task(name, rows, split, folder):
 
 
 def harness_results(raw, names):
-    """eval.py's result shape ({task: {n, acc, acc_stderr, ...}}) from simple_evaluate's output."""
+    """evaluate.py's result shape ({task: {n, acc, acc_stderr, ...}}) from simple_evaluate's output."""
     def number(value):  # the harness writes "N/A" for the stderr of a single document
         return value if isinstance(value, (int, float)) else float("nan")
 
@@ -68,11 +68,11 @@ def harness_results(raw, names):
 def run_harness(ckpt, model, path, tasks, args):
     """Export, write the task folder, run lm_eval; return (results by task, the lm_eval command).
 
-    tasks: {name: (rows, info)}, the rows eval.py scores (eval.benchmark_requests) and their
-    split, source and skipped count, which the results carry as eval.py's do."""
+    tasks: {name: (rows, info)}, the rows evaluate.py scores (scoring.benchmark_requests) and their
+    split, source and skipped count, which the results carry as evaluate.py's do."""
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # the rows are local files: never ask the hub
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    # HFLM warns once per request it truncates from the left (tens of thousands here); eval.py
+    # HFLM warns once per request it truncates from the left (tens of thousands here); evaluate.py
     # truncates the same way, silently
     logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)
     try:

@@ -1,6 +1,6 @@
 """Our GPT as a Hugging Face `transformers` model folder: GPT-NeoX weights, config and tokenizer.
 
-    python export.py --ckpt out/ --format hf          # -> out/hf/, then in Python:
+    python -m tools.export --ckpt out/ --format hf          # -> out/hf/, then in Python:
     AutoModelForCausalLM.from_pretrained("out/hf"); AutoTokenizer.from_pretrained("out/hf")
 
 Why GPT-NeoX (transformers' GPTNeoXForCausalLM, no remote code): it is our block exactly when
@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from tablefree.errors import UserError
+from tablefree.common import UserError
 from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 
 

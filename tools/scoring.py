@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from tablefree.common import UserError
 from tablefree.data import bits_per_byte
-from tablefree.errors import UserError
 from tools.probes import typo_metrics
 from tools.tasks import load_rows, to_docs
 
@@ -104,7 +104,7 @@ def benchmark_requests(name, enc, block, args):
 
     The harness refuses a continuation longer than the model's window (HFLM asserts it), so a
     document with such a choice cannot be scored as the harness scores it: it is skipped and
-    counted (`skipped`), in eval.py and harness.py alike. Returns rows, docs, requests, info."""
+    counted (`skipped`), in evaluate.py and harness.py alike. Returns rows, docs, requests, info."""
     rows, split, where = load_rows(name, args.data, Path(args.data_dir) / "_sources", args.limit)
     kept = [(row, doc, [encode_pair(enc, doc["context"], " " + c) for c in doc["choices"]])
             for row, doc in zip(rows, to_docs(name, rows, where))]

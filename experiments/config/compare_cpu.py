@@ -1,8 +1,8 @@
-"""compare.py's CPU preset: learned, binary, affine, kronecker, frozen, and binary with a ternary
+"""experiments/compare.py's CPU preset: learned, binary, affine, kronecker, frozen, and binary with a ternary
 body, 3 seeds each, about 2 hours on 2 cores.
 
     python prepare.py --dataset shakespeare-plays     # 38 plays, whole plays held out for val
-    python compare.py --preset cpu                    # this file, once per input and seed
+    python -m experiments.compare --preset cpu        # this file, once per input and seed
 
 Shakespeare's 38 plays (5 MB, a 1,024-token BPE, K = 10 bits; 2.0M training tokens, 3 whole
 plays held out) rather than tiny Shakespeare: each run sees 1200 x 2048 = 2.46M tokens, 1.2

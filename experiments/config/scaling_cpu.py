@@ -1,9 +1,9 @@
-"""scaling.py's base point: compare.py's CPU preset (config/compare_cpu.py, applied first) on the
+"""experiments/scaling.py's base point: the CPU comparison's preset (compare_cpu.py, applied first) on the
 larger cpu-mix corpus; this file holds only what differs.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
-    python scaling.py                                  # the grid in scaling.POINTS, from this base
+    python -m experiments.scaling                      # the grid in scaling.POINTS, from this base
 
 cpu-mix is Shakespeare's 38 plays, the King James Bible (66 books) and gensim's Wikipedia sample
 (105 articles): 12.1 MB of text in 209 documents, whole documents held out (val_fraction 0.1).
