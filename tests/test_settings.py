@@ -3,8 +3,10 @@
 import pytest
 import torch
 
+import train
+from conftest import ROOT
 from tablefree.common import UserError
-from tablefree.configurator import resolve
+from tablefree.configurator import resolve, script_settings
 from tablefree.device import pick_device, pick_dtype
 
 DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
@@ -75,3 +77,8 @@ def test_device_and_dtype_choices():
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="device 'cuda:1' is not available on this machine; use 'cpu' or 'auto'"):
             pick_device("cuda:1")
+
+
+def test_train_py_defaults_read_from_its_source():
+    """The experiments know train.py's settings without importing it: the same dict it builds."""
+    assert script_settings(ROOT / "train.py") == train.DEFAULTS and train.DEFAULTS["input"] == "binary"
