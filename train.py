@@ -3,7 +3,7 @@
     python train.py config/shakespeare.py                          # CPU quick start
     python train.py config/shakespeare.py --input=learned          # the baseline
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
-    python train.py config/shakespeare.py --init_from=resume       # continue out_dir's run
+    python train.py --init_from=resume --out_dir=out               # continue a run, its recipe from its checkpoint
     python train.py config/shakespeare.py --input=frozen --codes_from=out-learned   # codes from a learned run
     python train.py --help                                         # every setting below, with its meaning
 
@@ -124,10 +124,6 @@ def train(settings, given=None):
     else:
         rank, world = 0, 1
     master = rank == 0
-    if s.gradient_accumulation_steps % world:
-        raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
-                        f"multiple of the {world} ranks")
-    accum = s.gradient_accumulation_steps // world  # micro-batches per rank per step
     s.dtype, ptdtype, autocast = pick_dtype(s.dtype, s.device)
     if device_type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -137,8 +133,13 @@ def train(settings, given=None):
     out = Path(s.out_dir)
     if s.init_from == "scratch" and not s.overwrite:
         refuse_to_overwrite(out)
+    notices = []  # a resumed run's recipe changes, printed below
     if s.init_from == "resume":
-        ckpt = resume_from(s, given, out)  # also sets the model settings, dataset and seed
+        ckpt, notices = resume_from(s, given, out)  # also sets the model, dataset, seed and recipe
+    if s.gradient_accumulation_steps % world:
+        raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
+                        f"multiple of the {world} ranks")
+    accum = s.gradient_accumulation_steps // world  # micro-batches per rank per step
     data = Path(s.data_dir) / s.dataset
     meta = read_meta(data)
     if s.init_from == "resume" and ckpt["model_config"]["vocab_size"] != meta["vocab_size"]:
@@ -185,6 +186,8 @@ def train(settings, given=None):
     counts = raw_model.param_counts()
     tokens_per_iter = s.gradient_accumulation_steps * s.batch_size * s.block_size
     if master:
+        for notice in notices:
+            print(notice)
         start_run_dir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
                                       "data": meta, "world_size": world, "params": counts,
                                       "code_quality": code_quality})

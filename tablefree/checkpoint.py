@@ -22,6 +22,10 @@ from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary, pac
 
 CKPT_NAME = "ckpt.pt"
 FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
+# the run's recipe: a resumed run keeps the checkpoint's unless one is given, and says so when it is
+RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "min_lr", "warmup_iters",
+          "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval", "eval_iters",
+          "log_interval", "always_save_checkpoint", "nonfinite")
 
 
 def save_checkpoint(state, out_dir):
@@ -204,11 +208,14 @@ def model_state(model):
 
 
 def resume_from(s, given, out):
-    """The checkpoint in out, after checking that it fits the settings.
+    """(the checkpoint in out, the notices to print) after fitting the settings s to it.
 
     The checkpoint fixes the architecture, the dataset and the seed: one of them given (in
-    `given`, or every key when given is None) with another value is an error; the ones not
-    given take the checkpoint's values."""
+    `given`, or every key when given is None) with another value is an error, the others take
+    the checkpoint's values. The recipe (RECIPE: batch, schedule, optimizer, evaluation) is the
+    checkpoint's too unless given; a given change is allowed and comes back as a notice, and
+    max_iters may grow but not fall below the step reached. The rest (where and how the run
+    runs: out_dir, data_dir, device, dtype, compile, peak_flops) follows the command."""
     ckpt = load_checkpoint(out, "cpu")
     missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
     if missing:
@@ -221,4 +228,14 @@ def resume_from(s, given, out):
             raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
                             f"drop --{key} or start a new run in another out_dir")
         setattr(s, key, trained)
-    return ckpt
+    notices = []
+    for key in RECIPE:
+        trained, asked = recorded[key], getattr(s, key)
+        if given is not None and key not in given:
+            setattr(s, key, trained)
+        elif asked != trained:
+            notices.append(f"resuming with {key} {asked!r} instead of the run's {trained!r}")
+    if s.max_iters < ckpt["iter_num"]:
+        raise UserError(f"{out}/ckpt.pt is at step {ckpt['iter_num']}, past max_iters={s.max_iters}; give "
+                        f"--max_iters={ckpt['iter_num']} or more, or drop --max_iters")
+    return ckpt, notices

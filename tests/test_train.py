@@ -14,7 +14,7 @@ import sample
 import train
 from conftest import TINY
 from model import GPT, GPTConfig, INPUTS
-from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.checkpoint import build_model, load_checkpoint, read_log
 from tablefree.common import UserError
 from tablefree.configurator import MODEL_KEYS, resolve
 
@@ -57,6 +57,28 @@ def test_resume_continues_exactly(data_dir, tmp_path):
     a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert load_checkpoint(tmp_path / "b")["iter_num"] == 16
+
+
+def test_resume_without_the_config_continues_the_same_run(data_dir, tmp_path, capsys):
+    """`python train.py --init_from=resume --out_dir=<run>`: batch, schedule and evaluation come from
+    the checkpoint, so it continues exactly as resuming with the whole config does."""
+    recipe = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1",
+              "--lr_decay_iters=16", "--eval_interval=4"]
+    for name in ("repeated", "bare"):
+        train.main([*recipe, f"--out_dir={tmp_path / name}", "--max_iters=8"])
+    train.main([*recipe, f"--out_dir={tmp_path / 'repeated'}", "--max_iters=16", "--init_from=resume"])
+    capsys.readouterr()
+    train.main([f"--out_dir={tmp_path / 'bare'}", f"--data_dir={data_dir}", "--device=cpu", "--compile=False",
+                "--max_iters=16", "--init_from=resume"])
+    assert "resuming with max_iters 16 instead of the run's 8" in capsys.readouterr().out
+    timing = ("ms", "tok_s", "mfu", "elapsed_s")
+    logs = [[{k: v for k, v in r.items() if k not in timing} for r in read_log(tmp_path / name / "log.jsonl")]
+            for name in ("repeated", "bare")]
+    assert logs[0] == logs[1] and logs[0][-1]["iter"] == 16  # every loss, bit for bit
+    a, b = weights(tmp_path / "repeated"), weights(tmp_path / "bare")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(SystemExit, match="is at step 16, past max_iters=12; give --max_iters=16 or more"):
+        train.main([f"--out_dir={tmp_path / 'bare'}", f"--data_dir={data_dir}", "--max_iters=12", "--init_from=resume"])
 
 
 def test_resume_refuses_a_different_model(data_dir, tmp_path):

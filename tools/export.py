@@ -25,8 +25,9 @@ from pathlib import Path
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, packed_ternary
-from tablefree.common import ArgumentParser, UserError, user_errors, write_atomic
+from tablefree.common import ArgumentParser, user_errors, write_atomic
 from tools.hf import export_hf
+
 
 def main(argv=None):
     p = ArgumentParser(prog="python -m tools.export", description=__doc__.split("\n")[0])
