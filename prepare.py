@@ -5,11 +5,11 @@
     python prepare.py --input 'books/*.txt' --name books --vocab_size 4096
     python prepare.py --dataset fineweb-edu --vocab_size 65536 --max_tokens 17e9 --val_fraction 0.0005
 
-corpus.py reads the text and splits it; this file trains or fetches the tokenizer, encodes the
-text with tiktoken (an end-of-text token after each document) and writes the bins. Bins are
-flat arrays of uint16 (V <= 65,536) or uint32 ids. Everything is written to `*.tmp` files and
-renamed when complete, meta.json last, so a directory with a meta.json is a finished one.
-The hub datasets need `pip install datasets`.
+tablefree/corpus.py reads the text and splits it; this file trains or fetches the tokenizer,
+encodes the text with tiktoken (an end-of-text token after each document) and writes the bins:
+flat arrays of uint16 (V <= 65,536) or uint32 ids. The dataset is built in data/<name>.tmp and
+swapped in whole at the end, so a bad input or a crash leaves the old one as it was. The hub
+datasets need `pip install datasets`.
 """
 
 import argparse
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tablefree.common import ArgumentParser, UserError, fsync_directory, require, user_errors, write_atomic
+from tablefree.common import DATASET_FILES, ArgumentParser, UserError, check_output, replace_folder, require, user_errors
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
@@ -70,7 +70,7 @@ def id_dtype(vocab_size):
 
 
 class ShardWriter:
-    """Appends ids to <split>-00000.bin.tmp, <split>-00001.bin.tmp, ... of at most shard_tokens each."""
+    """Appends ids to <split>-00000.bin, <split>-00001.bin, ... of at most shard_tokens each."""
 
     def __init__(self, directory, split, dtype, shard_tokens):
         self.directory, self.split, self.dtype, self.shard_tokens = Path(directory), split, dtype, shard_tokens
@@ -92,23 +92,20 @@ class ShardWriter:
         if self.handle:
             self._close()
         self.files.append(f"{self.split}-{len(self.files):05d}.bin")
-        self.handle = open(self.directory / (self.files[-1] + ".tmp"), "wb")
+        self.handle = open(self.directory / self.files[-1], "wb")
         self.in_shard = 0
 
     def _close(self):
         self.handle.flush()
-        os.fsync(self.handle.fileno())  # on disk before meta.json can vouch for it
+        os.fsync(self.handle.fileno())  # on disk before the folder becomes the dataset
         self.handle.close()
 
     def finish(self):
-        """Close, then rename the .tmp shards; a split in one shard is simply <split>.bin."""
+        """Close; a split in one shard is simply <split>.bin."""
         self._close()
         if len(self.files) == 1:
-            os.replace(self.directory / (self.files[0] + ".tmp"), self.directory / f"{self.split}.bin")
+            os.replace(self.directory / self.files[0], self.directory / f"{self.split}.bin")
             self.files = [f"{self.split}.bin"]
-        else:
-            for name in self.files:
-                os.replace(self.directory / (name + ".tmp"), self.directory / name)
 
 
 def train_texts(args, stream):
@@ -160,14 +157,28 @@ def prepare(args):
     settings = {k: v for k, v in vars(args).items() if k not in ("force", "workers", "quiet")}
     # local inputs are also identified by size and modification time, so edits trigger a rebuild
     settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in (input_paths(args.input) if args.input else [])]
-    meta_path = directory / "meta.json"
-    old = read_old_meta(meta_path) if not args.force else {}
+    old = read_old_meta(directory / "meta.json") if not args.force else {}
     if old.get("settings") == settings:
         print(f"{directory} is up to date (use --force to rebuild)")
         return old
-    directory.mkdir(parents=True, exist_ok=True)
-    meta_path.unlink(missing_ok=True)  # from here on the directory is unfinished
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write to --out_dir {directory.parent}: {e.strerror}; choose another") from None
+    check_output(directory, "--name", own=DATASET_FILES)  # a run or the user's folder is never replaced
     stream, source = open_corpus(args)
+    meta = {}
+    # built beside the old dataset, which stays whole until the new one is: a bad input, a crash
+    # or a full disk halfway leaves it as it was
+    replace_folder(directory, lambda tmp: meta.update(build(args, stream, source, tmp, settings, started)))
+    for split, s in meta["splits"].items():
+        print(f"{split}: {s['tokens']:,} tokens from {s['bytes']:,} bytes of text in {', '.join(s['files'])}")
+    print(f"wrote {directory}")
+    return meta
+
+
+def build(args, stream, source, directory, settings, started):
+    """Tokenize the corpus into directory (an empty folder): tokenizer, bins, meta.json. Returns meta."""
     info, ranks = build_tokenizer(args, stream, directory)
     dtype = id_dtype(info["vocab_size"])
     print(f"source: {source}\ntokenizer: {args.tokenizer}, {info['vocab_size']:,} tokens, ids as {np.dtype(dtype).name}")
@@ -213,11 +224,7 @@ def prepare(args):
             "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name, "splits": splits,
             "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "seconds": time.perf_counter() - started}
-    fsync_directory(directory)  # the shards' renames are on disk before meta.json is
-    write_atomic(meta_path, json.dumps(meta, indent=2))  # the directory is finished only now
-    for split, s in splits.items():
-        print(f"{split}: {s['tokens']:,} tokens from {s['bytes']:,} bytes of text in {', '.join(s['files'])}")
-    print(f"wrote {directory}")
+    (directory / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
 
 

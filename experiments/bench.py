@@ -24,13 +24,12 @@ prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
 
 import json
 import sys
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
-from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, check_output, require, user_errors, write_atomic
 from tablefree.device import machine, pick_device, pick_dtype
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
@@ -55,6 +54,8 @@ def parse_args(argv):
 def main(argv=None):
     with user_errors("bench.py"):
         args = parse_args(argv)
+        md = check_output(args.out, "--out")  # before the sections, not after them
+        js = check_output(md.with_suffix(".json"), "--out")
     info = machine()
     command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
     report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "
@@ -67,8 +68,8 @@ def main(argv=None):
         report += [f"## {name}", "", *table, ""]
         bar.write("\n".join([f"## {name}", *table, ""]))
     with user_errors("bench.py"):
-        write_atomic(args.out, "\n".join(report))
-        write_atomic(Path(args.out).with_suffix(".json"), json.dumps(results, indent=2))
+        write_atomic(md, "\n".join(report))
+        write_atomic(js, json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

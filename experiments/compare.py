@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 
 from codes import describe_quality
-from experiments.runs import ROOT, probe_run, pyplot, run_all, run_dir, summarize, train_settings
+from experiments.runs import ROOT, probe_run, pyplot, results_files, run_all, run_dir, summarize, train_settings
 from model import BODIES, INPUTS
-from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.device import machine
 
 PRESETS = {"cpu": "experiments/config/compare_cpu.py", "gpu": "config/binary.py"}  # in the checkout
@@ -120,11 +120,7 @@ def main(argv=None):
         name = args.name or args.preset or "compare"
         train_argv = ([str(ROOT / PRESETS[args.preset])] if args.preset else []) + rest
         base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some
-        results = Path(args.results_dir)
-        try:  # and an unwritable results folder too
-            results.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot write to --results_dir {results}: {e.strerror}") from None
+        md, js, png = results_files(args.results_dir, name)  # and an unwritable results file too
         root = Path(args.runs_dir or f"out-compare/{name}")
         runs = run_all(train_argv, base, kinds, args.seeds, root, args.nproc_per_node)
         for kind, rs in runs.items():
@@ -133,10 +129,10 @@ def main(argv=None):
         summary, info = summarize(runs), machine()
         command = " ".join(["python -m experiments.compare", *argv])
         table = report(name, command, info, summary)
-        write_atomic(results / f"{name}.md", table)
-        write_atomic(results / f"{name}.json", json.dumps({"command": command, "machine": info, "settings": base,
+        write_atomic(md, table)
+        write_atomic(js, json.dumps({"command": command, "machine": info, "settings": base,
                                                            "summary": summary, "runs": runs}, indent=2))
-    plot(runs, results / f"{name}.png")
+    plot(runs, png)
     print(table)
 
 

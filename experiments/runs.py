@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from tablefree.checkpoint import read_log
-from tablefree.common import UserError
+from tablefree.common import UserError, check_output
 from tablefree.configurator import check_settings, resolve, script_settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: train.py and tools/ live there
@@ -30,6 +30,16 @@ def train_settings(argv):
     settings = resolve(script_settings(TRAIN), argv)
     check_settings(settings)
     return settings
+
+
+def results_files(folder, name):
+    """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write to --results_dir {folder}: {e.strerror}") from None
+    return [check_output(folder / f"{name}{ext}", "--results_dir or --name") for ext in (".md", ".json", ".png")]
 
 
 def launcher(nproc_per_node):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from experiments.runs import ROOT, finished, gap, pyplot, run_all, run_dir, summarize, train_settings
+from experiments.runs import ROOT, finished, gap, pyplot, results_files, run_all, run_dir, summarize, train_settings
 from model import GPT
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.configurator import check_settings, model_config
@@ -232,6 +232,7 @@ def main(argv=None):
         train_argv = [f if Path(f).exists() else str(ROOT / f) for f in args.base.split(",")] + rest
         base = train_settings(train_argv)
         root = Path(args.runs_dir or f"out-compare/{args.name}")
+        md, js, png = results_files(args.results_dir, args.name)
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []
         for name in names:
@@ -259,15 +260,13 @@ def main(argv=None):
         papers = papers_compute()
         fits = analyse(rows, papers)
         command, info = " ".join(["python -m experiments.scaling", *argv]), machine()
-        results = Path(args.results_dir)
-        results.mkdir(parents=True, exist_ok=True)
         table = report(command, info, rows, fits, papers, args.base)
-        write_atomic(results / f"{args.name}.md", table)
-        write_atomic(results / f"{args.name}.json", json.dumps({"command": command, "machine": info, "base": base,
+        write_atomic(md, table)
+        write_atomic(js, json.dumps({"command": command, "machine": info, "base": base,
                                                                 "points": {n: POINTS[n][:2] for n in names},
                                                                 "rows": rows, "fits": fits, "papers_compute": papers},
                                                                indent=2, default=str))
-    plot(rows, results / f"{args.name}.png")
+    plot(rows, png)
     print(table)
 
 

@@ -1,10 +1,15 @@
 """What every script shares: the one kind of user error, printed as one line
-`<script>: error: <problem>; <fix>` with exit status 1 and never a traceback, and files written
-so that no error, crash or full disk ever leaves half of one (atomic, fsynced replaces; logs
-appended one line at a time)."""
+`<script>: error: <problem>; <fix>` with exit status 1 and never a traceback; and outputs written
+so that nothing already on disk is lost: no error, crash or full disk ever leaves half a file or
+half a folder (atomic, fsynced replaces of files and of whole folders; logs appended one line at
+a time), and no command writes over a run or a dataset it did not make (check_output)."""
 
 import argparse
+import ctypes
+import errno
+import fnmatch
 import os
+import shutil
 import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -87,9 +92,91 @@ def append_line(path, line):
                         f"then resume the run") from None
 
 
-def writable_output(out):
-    """Refuse an output path that cannot be written before any scoring, not after it."""
-    parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise UserError(f"cannot write the results to {out}; give --out a file in a writable folder")
-    return out
+# Files that hold work no command may destroy unless it made them itself: a run's and a dataset's.
+RUN_FILES = ("ckpt.pt", "log.jsonl", "config.json")
+DATASET_FILES = ("meta.json", "tokenizer.tiktoken", "train*.bin", "val*.bin")
+
+
+def holds_work(folder):
+    """'a run' or 'a dataset' when folder is one (by the files train.py and prepare.py write), else None."""
+    folder = Path(folder)
+    if (folder / "ckpt.pt").exists() or (folder / "log.jsonl").exists():
+        return "a run"
+    return "a dataset" if (folder / "meta.json").exists() else None
+
+
+def check_output(path, flag, own=None):
+    """path, if a command may write it; else the one-line error naming the problem and `flag`.
+
+    own=None: path is one file the command replaces. Refused: a folder; a file a run or a dataset
+    needs (a checkpoint, a log, a config.json in a run's folder, a dataset's bins, tokenizer or
+    meta.json); a file in a missing or read-only folder. own: path is a folder the command
+    replaces whole, and own the names (fnmatch patterns) of the files it writes there. Refused
+    besides: a file; a folder holding any other file (a run, a dataset, the user's own)."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write {path}: {parent} is not a writable folder; give {flag} in one")
+    if own is None:
+        if path.is_dir():
+            raise UserError(f"{path} is a folder; give {flag} a file path")
+        work = holds_work(parent)
+        needed = RUN_FILES if work == "a run" else DATASET_FILES if work == "a dataset" else ()
+        if path.exists() and (path.name in ("ckpt.pt", "log.jsonl", "meta.json")
+                              or any(fnmatch.fnmatch(path.name, n) for n in needed)):
+            raise UserError(f"{path} belongs to {work or 'a run or a dataset'} and writing there would destroy it; "
+                            f"give {flag} another file")
+        return path
+    if path.is_file():
+        raise UserError(f"{path} is a file; give {flag} a folder")
+    if path.is_dir():
+        others = sorted(p.name for p in path.iterdir() if not any(fnmatch.fnmatch(p.name, n) for n in own))
+        if others:
+            what = holds_work(path) or "files this command did not write"
+            raise UserError(f"{path} holds {what} ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}) "
+                            f"that replacing it would destroy; give {flag} another folder")
+    return path
+
+
+def replace_folder(path, build):
+    """Make the folder path anew, whole or not at all: build(tmp) writes it beside path, then the two
+    are exchanged in one atomic rename (Linux's renameat2; two renames elsewhere), so a reader or a
+    crash sees the old folder or the new one, never a mixture and never neither."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted run: never a finished folder
+    tmp.mkdir()
+    try:
+        build(tmp)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as handle:
+                    os.fsync(handle.fileno())  # on disk before the exchange makes them the folder
+        fsync_directory(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if path.exists() and _exchange(tmp, path):
+        shutil.rmtree(tmp)  # the old folder, now under the temporary name
+    else:
+        old = path.with_name(path.name + ".old")
+        if path.exists():
+            os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    fsync_directory(path.parent)
+
+
+def _exchange(a, b):
+    """Swap two paths atomically with renameat2(RENAME_EXCHANGE); False where the system has no such call."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL):  # a kernel or filesystem without it
+        return False
+    raise OSError(error, os.strerror(error), str(b))

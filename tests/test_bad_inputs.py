@@ -34,12 +34,12 @@ from tools import evaluate, export, extend
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "evaluate": evaluate, "compare": compare, "extend": extend,
-           "export": export}
+           "export": export, "bench": bench}
 
 
 def command(script):
     """How a user starts a script: `python train.py`, `python -m tools.evaluate`, `python -m experiments.compare`."""
-    module = SCRIPTS.get(script) or bench
+    module = SCRIPTS[script]
     return [f"{script}.py"] if "." not in module.__name__ else ["-m", module.__name__]
 
 
@@ -55,7 +55,7 @@ class RunsCode:
 
 @pytest.fixture(scope="module")
 def world(data_dir, tmp_path_factory):
-    """Data directories (one good, four broken) and run directories (one good, three bad)."""
+    """Data directories (one good, four broken) and run directories (a good float and ternary one, bad ones)."""
     root = tmp_path_factory.mktemp("world")
     data = root / "data"
     shutil.copytree(data_dir / "tiny", data / "tiny")
@@ -79,6 +79,8 @@ def world(data_dir, tmp_path_factory):
     runs = root / "runs"
     train.train(resolve(train.DEFAULTS, ["--data_dir", str(data), "--dataset=tiny", f"--out_dir={runs / 'good'}",
                                          *TINY, "--max_iters=2", "--eval_interval=2"]))
+    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data), "--dataset=tiny", f"--out_dir={runs / 'tern'}",
+                                         *TINY, "--body=ternary", "--max_iters=2", "--eval_interval=2"]))
     good = (runs / "good" / "ckpt.pt").read_bytes()
     for name, contents in [("torn", good[: len(good) // 3]), ("evil", None), ("foreign", None)]:
         (runs / name).mkdir()
@@ -91,6 +93,7 @@ def world(data_dir, tmp_path_factory):
     torch.save({key: ckpt[key] for key in ("model", "model_config", "tokenizer")}, runs / "weights" / "ckpt.pt")
     (runs / "empty").mkdir()
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
+    (root / "badtail.txt").write_bytes(b"The crown of the king is gold.\n" * 2000 + b"caf\xe9\n")  # bad near the end
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
     ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
@@ -162,7 +165,7 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
     ("export", ["--ckpt", "{runs}/torn"], "corrupt, truncated or unsafe"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "cannot write the results to"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "no/such/dir is not a writable folder; give --out in one"),
     ("evaluate", ["--ckpt", "{runs}/good", "--harness", "--tasks", "piqa,val"], "arc_challenge, lambada, not val; score the others without --harness"),
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
     ("evaluate", ["--ckpt", "{runs}/good", "--batch_size", "0"], "--batch_size must be at least 1"),
@@ -171,7 +174,31 @@ CASES = [
      "cannot read --text"),
     ("extend", ["--ckpt", "{runs}/good", "--new_tokens", "0"], "--new_tokens must be at least 1"),
     ("extend", ["--ckpt", "{runs}/torn", "--results_dir", "{root}"], "corrupt, truncated or unsafe"),
-    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/latin1.txt"], "cannot write the results to"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/latin1.txt"], "latin1.txt is not a writable folder; give --results_dir in one"),
+    # a run, a dataset or one of their files given as any writer's output: refused, nothing changed
+    ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good"], "holds a run (ckpt.pt, log.jsonl) that replacing it"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good/log.jsonl"], "log.jsonl is a file; give --out a folder"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{data}/tiny"], "holds a dataset (meta.json, tokenizer.tiktoken"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{runs}"], "holds files this command did not write"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern/ckpt.pt"], "ckpt.pt belongs to a run"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern"], "tern is a folder; give --out a file path"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/good/config.json"], "config.json belongs to a run"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/train.bin"], "train.bin belongs to a dataset"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/meta.json"], "meta.json belongs to a dataset"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/log.jsonl"],
+     "log.jsonl belongs to a run"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/ckpt.pt"],
+     "ckpt.pt belongs to a run"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/meta.json"],
+     "meta.json belongs to a dataset"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good"],
+     "good is a folder; give --out a file path"),
+    ("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{runs}", "--name", "good"], "holds a run"),
+    ("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{data}", "--name", "tiny", "--force"],
+     "is not valid UTF-8"),  # the dataset it would have replaced stays whole
+    ("prepare", ["--input", "{root}/latin1.txt", "--out_dir", "{root}/latin1.txt"], "cannot write to --out_dir"),
+    ("bench", ["--out", "{runs}/good/log.jsonl"], "log.jsonl belongs to a run"),
+    ("bench", ["--out", "{data}/tiny/meta.json"], "meta.json belongs to a dataset"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),
@@ -203,9 +230,9 @@ def test_as_real_processes_one_line_on_stderr(world):
     assert len(CASES) >= 30
 
 
-@pytest.mark.parametrize("script", [*SCRIPTS, "bench"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_every_script_answers_help(script, capsys):
-    module = SCRIPTS.get(script) or bench
+    module = SCRIPTS[script]
     for flag in ("--help", "-h"):
         try:
             module.main([flag])

@@ -5,6 +5,7 @@ import random
 import shutil
 import tarfile
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,9 +142,15 @@ def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
             **json.loads(good), "created": again["created"], "seconds": again["seconds"]}
 
 
-def test_interrupted_write_leaves_no_finished_output(tmp_path, corpus_files, monkeypatch):
+def files(folder):
+    """{name: bytes} of every file in folder."""
+    return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir())}
+
+
+def test_interrupted_write_leaves_the_old_dataset_whole(tmp_path, corpus_files, monkeypatch):
     args = ["--input", str(tmp_path / "doc*.txt"), "--name", "x", "--vocab_size", "300"]
     run(tmp_path, *args)
+    before = files(tmp_path / "data" / "x")
 
     def killed(self, ids):
         raise KeyboardInterrupt
@@ -152,9 +159,8 @@ def test_interrupted_write_leaves_no_finished_output(tmp_path, corpus_files, mon
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, *args, "--force")
     directory = tmp_path / "data" / "x"
-    assert not (directory / "meta.json").exists()  # the old meta.json is gone: nothing looks finished
-    assert not (directory / "train.bin").exists() or not (directory / "meta.json").exists()
-    assert all(p.suffix == ".tmp" for p in directory.glob("*-*.bin*"))
+    assert files(directory) == before  # the old dataset, whole: the new one was built beside it
+    assert not (tmp_path / "data" / "x.tmp").exists()  # and the half-built one is gone
 
 
 def test_corrupt_local_source_is_refused(tmp_path):

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
-from tablefree.common import ArgumentParser, UserError, require, user_errors, writable_output, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding
@@ -163,7 +163,7 @@ def harness_tasks(ckpt, model, path, enc, tasks, args):
 def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
-    out = writable_output(Path(args.out) if args.out else path.parent / ("eval-harness.json" if args.harness else "eval.json"))
+    out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out")
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, packed_ternary
-from tablefree.common import ArgumentParser, user_errors, write_atomic
+from tablefree.common import ArgumentParser, check_output, user_errors, write_atomic
 from tools.hf import export_hf
 
 
@@ -44,7 +44,8 @@ def main(argv=None):
         if fmt == "hf":
             export_hf(model, ckpt, out)
         else:
-            write_atomic(out, lambda f: torch.save(packed_ternary(model, ckpt), f))
+            contents = packed_ternary(model, ckpt)  # refuses a float body before anything is written
+            write_atomic(check_output(out, "--out"), lambda f: torch.save(contents, f))
     size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() else out.stat().st_size
     print(f"wrote {out}: {size / 1e6:.2f} MB", file=sys.stderr)
 

@@ -39,7 +39,7 @@ import regex
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
-from tablefree.common import ArgumentParser, UserError, require, user_errors, writable_output, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
 from tools.probes import bucket_losses
@@ -219,7 +219,8 @@ def main(argv=None):
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
-        results = writable_output(Path(args.results_dir) / f"{args.name}.md")
+        results = check_output(Path(args.results_dir) / f"{args.name}.md", "--results_dir")
+        check_output(results.with_suffix(".json"), "--results_dir")
         rows = []
         for ckpt in args.ckpt:
             rows.append(extend_run(find_checkpoint(ckpt), args))

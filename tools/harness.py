@@ -26,7 +26,7 @@ import logging
 import os
 from pathlib import Path
 
-from tablefree.common import UserError
+from tablefree.common import UserError, check_output, replace_folder
 from tablefree.device import pick_device
 from tools.hf import export_hf
 from tools.tasks import TASKS
@@ -34,8 +34,9 @@ from tools.tasks import TASKS
 PREFIX = "tablefree_"
 
 
-def write_task(name, rows, split, folder):
-    """<folder>/<name>.jsonl and <folder>/tablefree_<name>.yaml, the harness's task on these rows."""
+def write_task(name, rows, split, folder, final):
+    """<folder>/<name>.jsonl and <folder>/tablefree_<name>.yaml, the harness's task on these rows;
+    the YAML names the rows where they will be, in the folder `final`."""
     import lm_eval.tasks
 
     data = folder / f"{name}.jsonl"
@@ -43,7 +44,7 @@ def write_task(name, rows, split, folder):
     own = Path(lm_eval.tasks.__file__).parent / TASKS[name].harness
     # JSON is YAML; `include` takes every key of the harness's file, the keys below win
     spec = {"include": str(own), "task": PREFIX + name, "tag": [], "dataset_path": "json", "dataset_name": None,
-            "dataset_kwargs": {"data_files": {split: str(data.resolve())}},
+            "dataset_kwargs": {"data_files": {split: str(final.resolve() / data.name)}},
             "training_split": None, "validation_split": None, "test_split": split, "fewshot_split": None}
     (folder / f"{PREFIX}{name}.yaml").write_text(json.dumps(spec, indent=2) + "\n")
 
@@ -82,10 +83,9 @@ def run_harness(ckpt, model, path, tasks, args):
         raise UserError("--harness needs lm-eval: pip install -r requirements-extras.txt") from None
     run = path.parent
     hf_dir = export_hf(model, ckpt, run / "hf")
-    folder = run / "harness"
-    folder.mkdir(exist_ok=True)
-    for name, (rows, info) in tasks.items():
-        write_task(name, rows, info["split"], folder)
+    folder = check_output(run / "harness", "--ckpt", own=("*.jsonl", f"{PREFIX}*.yaml"))
+    replace_folder(folder, lambda tmp: [write_task(name, rows, info["split"], tmp, folder)
+                                        for name, (rows, info) in tasks.items()])
     names = [PREFIX + n for n in tasks]
     model_args = f"pretrained={hf_dir},dtype=float32"
     device = pick_device(args.device)

@@ -23,13 +23,12 @@ activations are quantised too, which NeoX's float Linears cannot express.
 
 import inspect
 import json
-import shutil
 from pathlib import Path
 
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from tablefree.common import UserError
+from tablefree.common import UserError, check_output, replace_folder
 from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 
 
@@ -158,8 +157,13 @@ is our byte-level BPE, encoding as tiktoken does; end of text is id {eot}.
 """
 
 
+HF_FILES = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+            "special_tokens_map.json", "README.md")  # what export_hf writes, and all it may replace
+
+
 def export_hf(model, ckpt, out):
-    """Write the transformers folder `out` whole, or leave any old one as it was."""
+    """Write the transformers folder `out` whole, or leave any old one as it was; refuse a folder
+    that holds anything else (a run, a dataset)."""
     try:
         from safetensors.torch import save_file
     except ImportError:
@@ -168,10 +172,16 @@ def export_hf(model, ckpt, out):
     if config.body != "float":
         raise UserError(f"the checkpoint's body is {config.body!r}: its activations are quantised, which GPT-NeoX "
                         f"cannot express; export it with --format ternary")
-    out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out = check_output(out, "--out", own=HF_FILES)
+    replace_folder(out, lambda tmp: write_folder(model, ckpt, tmp))
+    return out
+
+
+def write_folder(model, ckpt, tmp):
+    """The transformers folder's files, into tmp."""
+    from safetensors.torch import save_file  # optional: export_hf has checked it is there
+
+    config = model.config
     eot = ckpt["tokenizer"]["info"]["eot_id"]
     save_file(neox_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
     (tmp / "config.json").write_text(json.dumps(neox_config(config, eot), indent=2))
@@ -185,9 +195,3 @@ def export_hf(model, ckpt, out):
     (tmp / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
     description = inspect.getdoc(type(model.wte)).split("\n\n")[0]  # the input module's own summary
     (tmp / "README.md").write_text(model_card(ckpt, config, description, eot))
-    old = out.with_name(out.name + ".old")
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
-    return out
