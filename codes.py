@@ -198,7 +198,7 @@ def sign_pca(source: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor
     rows, width = source.shape
     if not 1 <= dim <= min(width, rows - 1):
         raise ValueError(f"cannot take {dim} principal components of a {rows} x {width} table; "
-                         f"use code_dim <= {min(width, rows - 1)}")
+                         f"give --code_dim={min(width, rows - 1)} or less")
     source = source.double()
     mean = source.mean(dim=0)  # (d,)
     _, _, vh = torch.linalg.svd(source - mean, full_matrices=False)  # (min(V, d), d), by singular value

@@ -230,6 +230,11 @@ class KroneckerInput(nn.Module):
         super().__init__()
         if vocab is not None and len(vocab) != config.vocab_size:
             raise ValueError(f"the tokenizer has {len(vocab)} tokens but vocab_size is {config.vocab_size}")
+        longest = max((len(b) for b in vocab), default=0) if vocab is not None else 0
+        if vocab is not None and config.pos_dim > max(32, longest):  # 32: the package's default, whatever the tokens
+            raise ValueError(f"pos_dim={config.pos_dim} is more than the longest token's {longest} bytes (and the "
+                             f"package's default 32): the positions past it are always empty; give --pos_dim="
+                             f"{max(32, longest)} or less")
         self.pos_dim = config.pos_dim
         D = 256 * config.pos_dim
         self.weight = nn.Parameter(torch.randn(config.n_embd, D) / math.sqrt(D))  # (n_embd, D)
@@ -495,6 +500,9 @@ class GPT(nn.Module):
             else:
                 logits, _ = self(idx[:, -1:], cache=cache)
             logits = logits[:, -1, :].float()  # (B, V)
+            if not torch.isfinite(logits).all():  # a damaged model: no token can be chosen from nan
+                raise ValueError(f"the model's logits are not finite after {idx.size(1)} tokens; the weights are "
+                                 f"damaged or diverged")
             if temperature == 0:
                 next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
             else:

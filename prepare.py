@@ -126,6 +126,9 @@ def build_tokenizer(args, stream, directory):
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
             ranks, pattern = train_bpe(train_texts(args, stream), args.vocab_size, not args.quiet), GPT2_PATTERN
             eot_id = len(ranks)
+            if eot_id + 1 < args.vocab_size:  # the text has fewer distinct pairs than merges asked for
+                raise UserError(f"the training text gives only {eot_id + 1:,} BPE tokens, not --vocab_size "
+                                f"{args.vocab_size:,}; give --vocab_size {eot_id + 1} or more text")
         elif args.tokenizer in ("gpt2", "r50k_base"):  # has a verified offline source
             ranks = parse_ranks(fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0].read_bytes())
             pattern, eot_id = GPT2_PATTERN, len(ranks)  # <|endoftext|> follows the 50,256 ranks

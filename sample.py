@@ -9,6 +9,7 @@ The tokenizer travels inside the checkpoint, so no data directory or extra flag 
 
 import argparse
 import codecs
+import math
 import os
 import sys
 
@@ -37,7 +38,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     require(args.num_samples >= 1, "--num_samples", args.num_samples, "at least 1")
     require(args.max_new_tokens >= 1, "--max_new_tokens", args.max_new_tokens, "at least 1")
-    require(args.temperature >= 0, "--temperature", args.temperature, "at least 0 (0 is greedy)")
+    require(math.isfinite(args.temperature) and args.temperature >= 0, "--temperature", args.temperature,
+            "a finite number at least 0 (0 is greedy)")
     require(args.top_k >= 0, "--top_k", args.top_k, "at least 0 (0 keeps every token)")
     return args
 
@@ -75,15 +77,19 @@ def sample(args, out=sys.stdout):
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a token may end mid-character
         out.write(prompt)
         new = []
-        with autocast:
-            for token in model.generate(idx, args.max_new_tokens, args.temperature, args.top_k or None,
-                                        use_cache=not args.no_cache, generator=generator):
-                token = token.item()
-                if token == enc.eot_token:
-                    break
-                new.append(token)
-                out.write(text.decode(enc.decode_single_token_bytes(token)))
-                out.flush()
+        tokens = model.generate(idx, args.max_new_tokens, args.temperature, args.top_k or None,
+                                use_cache=not args.no_cache, generator=generator)
+        try:
+            with autocast:
+                for token in tokens:
+                    token = token.item()
+                    if token == enc.eot_token:
+                        break
+                    new.append(token)
+                    out.write(text.decode(enc.decode_single_token_bytes(token)))
+                    out.flush()
+        except ValueError as e:  # non-finite logits: a damaged or diverged model
+            raise UserError(f"{e}; sample from another checkpoint") from None
         out.write(text.decode(b"", final=True) + "\n---------------\n")
         samples.append(new)
     return samples

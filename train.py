@@ -166,7 +166,10 @@ def train(settings, given=None):
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         vocab = vocab_bytes(load_encoding(tokenizer), meta["vocab_size"])  # what 'kronecker' codes
         source = read_code_source(s.codes_from, meta["vocab_size"]) if s.codes_from else None  # 'frozen''s
-        model = GPT(model_config(s, meta["vocab_size"]), vocab, source)
+        try:  # what only the data can tell (a frozen source too narrow, pos_dim past every token) is refused here
+            model = GPT(model_config(s, meta["vocab_size"]), vocab, source)
+        except ValueError as e:
+            raise UserError(str(e)) from None
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
         code_quality = getattr(model.wte, "quality", None)  # a code derived from a source reports how good it is
     model.to(s.device)

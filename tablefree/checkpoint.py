@@ -7,6 +7,7 @@ optimizer state, the run settings, the step, and the tokenizer, so that it is al
 directory needs to resume, sample or evaluate.
 """
 
+import hashlib
 import json
 import sys
 from dataclasses import asdict
@@ -76,20 +77,20 @@ def start_run_dir(out, iter_num, record):
         write_atomic(log_path, "".join(json.dumps(r) + "\n" for r in kept))
 
 
-def find_checkpoint(path):
-    """The checkpoint file for a run directory or a file path."""
+def find_checkpoint(path, flag="--ckpt"):
+    """The checkpoint file for a run directory or a file path; flag: the option that named it."""
     path = Path(path)
     if path.is_dir():
         path = path / CKPT_NAME
     if not path.is_file():
         raise UserError(f"no checkpoint at {path}; train first (python train.py ...) "
-                        f"or pass --ckpt out/<run>")
+                        f"or give {flag} a run directory that has one")
     return path
 
 
-def load_checkpoint(path, device="cpu"):
+def load_checkpoint(path, device="cpu", flag="--ckpt"):
     """The checkpoint dict from a run directory or file, read with weights_only=True."""
-    path = find_checkpoint(path)
+    path = find_checkpoint(path, flag)
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that wants to run code
@@ -113,7 +114,7 @@ def read_code_source(path, vocab_size):
         except (OSError, ValueError) as e:
             raise UserError(f"cannot read --codes_from {path} as a .npy array ({str(e)[:120]})") from None
     elif path.is_dir() or not path.is_file() or path.name == CKPT_NAME:
-        ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(path, flag="--codes_from")
         if ckpt["model_config"]["input"] != "learned":
             raise UserError(f"--codes_from {path} was trained with input={ckpt['model_config']['input']!r}: it "
                             f"has no table to derive codes from; give a learned run")
@@ -138,6 +139,9 @@ def build_model(ckpt):
     try:
         config = GPTConfig(**ckpt["model_config"])
         if "ternary" in ckpt:
+            if "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
+                raise UserError("the packed file's weights are not the ones it was written with (sha256 differs): "
+                                "it is damaged; export it again from its checkpoint")
             return build_packed(config, ckpt)
         model = GPT(config)
         model.load_state_dict(ckpt["model"])
@@ -155,7 +159,7 @@ def packed_ternary(model, ckpt):
     build_packed reads it)."""
     if model.config.body != "ternary":
         raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
-                        f"(train with --body=ternary)")
+                        f"(train one: python train.py ... --body=ternary)")
     layers, packed_names = {}, set()
     for name, module in model.named_modules():
         if isinstance(module, BitLinear):
@@ -166,7 +170,23 @@ def packed_ternary(model, ckpt):
     rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
             for name, t in model.state_dict().items() if name not in packed_names}
     return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
-            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers}
+            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
+            "sha256": tensors_sha256(rest, layers)}
+
+
+def tensors_sha256(rest, layers):
+    """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order):
+    written with the file and checked when it is read, so flipped bytes are an error, not nan."""
+    digest = hashlib.sha256()
+    items = [*rest.items(), *((f"{name}.{key}", value) for name, layer in layers.items() for key, value in layer.items())]
+    for name, value in sorted(items, key=lambda item: item[0]):
+        digest.update(name.encode())
+        if isinstance(value, torch.Tensor):
+            digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(value).encode())
+    return digest.hexdigest()
 
 
 def build_packed(config, ckpt):
@@ -216,7 +236,7 @@ def resume_from(s, given, out):
     checkpoint's too unless given; a given change is allowed and comes back as a notice, and
     max_iters may grow but not fall below the step reached. The rest (where and how the run
     runs: out_dir, data_dir, device, dtype, compile, peak_flops) follows the command."""
-    ckpt = load_checkpoint(out, "cpu")
+    ckpt = load_checkpoint(out, "cpu", flag="--out_dir")
     missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
     if missing:
         raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "

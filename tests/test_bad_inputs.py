@@ -28,7 +28,7 @@ import train
 from conftest import TINY
 from experiments import bench, compare
 from model import GPT, GPTConfig
-from tablefree.checkpoint import packed_ternary
+from tablefree.checkpoint import packed_ternary, tensors_sha256
 from tablefree.configurator import resolve
 from tools import evaluate, export, extend
 
@@ -93,13 +93,20 @@ def world(data_dir, tmp_path_factory):
     torch.save({key: ckpt[key] for key in ("model", "model_config", "tokenizer")}, runs / "weights" / "ckpt.pt")
     (runs / "empty").mkdir()
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
+    (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
     (root / "badtail.txt").write_bytes(b"The crown of the king is gold.\n" * 2000 + b"caf\xe9\n")  # bad near the end
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
     ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
     packed = packed_ternary(ternary, {**ckpt, "model_config": asdict(ternary.config)})
-    packed["ternary"]["h.0.mlp.c_fc"]["packed"][0, 0] = 0b11  # a code no weight has
+    flipped = {**packed, "model": dict(packed["model"])}
+    flipped["model"]["lm_head.weight"] = packed["model"]["lm_head.weight"].clone()
+    flipped["model"]["lm_head.weight"].view(torch.uint8)[:4] ^= 0xFF  # four bytes flipped: sha256 differs
+    torch.save(flipped, runs / "flipped.ternary.pt")
+    packed["ternary"]["h.0.mlp.c_fc"]["packed"][0, 0] = 0b11  # a code no weight has, in a file whose sha256 agrees
+    packed["sha256"] = tensors_sha256(packed["model"], packed["ternary"])
     torch.save(packed, runs / "bad.ternary.pt")
+    torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
     return root
 
 
@@ -152,7 +159,7 @@ CASES = [
     ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/good"], "was trained with input='binary': it has no table"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/short.pt"], "has 299 rows but the vocabulary has 300"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/torn"], "corrupt, truncated or unsafe"),
-    ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be at least 0"),
+    ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be a finite number at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
     ("sample", ["--ckpt", "{runs}/good", "--start", ""], "the prompt is empty"),
@@ -163,6 +170,16 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "corrupt, truncated or unsafe"),
     ("sample", ["--ckpt", "{runs}/foreign"], "is not a tablefree checkpoint"),
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
+    ("sample", ["--ckpt", "{runs}/flipped.ternary.pt"], "sha256 differs): it is damaged; export it again"),
+    ("sample", ["--ckpt", "{runs}/good", "--temperature", "inf"], "--temperature must be a finite number"),
+    ("sample", ["--ckpt", "{runs}/good", "--temperature", "nan"], "--temperature must be a finite number"),
+    ("evaluate", ["--ckpt", "{runs}/flipped.ternary.pt", "--tasks", "spelling", "--out", "{root}/e.json"],
+     "sha256 differs"),
+    # settings whose useful range only the data tells
+    ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim=100000 is more than the longest token's"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],
+     "BPE tokens, not --vocab_size 5,000; give --vocab_size"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
     ("export", ["--ckpt", "{runs}/torn"], "corrupt, truncated or unsafe"),
     ("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "no/such/dir is not a writable folder; give --out in one"),
@@ -198,6 +215,13 @@ CASES = [
      "is not valid UTF-8"),  # the dataset it would have replaced stays whole
     ("prepare", ["--input", "{root}/latin1.txt", "--out_dir", "{root}/latin1.txt"], "cannot write to --out_dir"),
     ("bench", ["--out", "{runs}/good/log.jsonl"], "log.jsonl belongs to a run"),
+    ("bench", ["--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{root}/latin1.txt/hf"], "is not a writable folder; give --out in one"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/train.bin"],
+     "train.bin belongs to a dataset"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "5000", "--force"],
+     "give --vocab_size"),  # a dataset rebuilt from input that cannot give it: the old one stays whole
+    ("train", [*RESUME, "--max_iters=1"], "is at step 2, past max_iters=1; give --max_iters=2 or more"),
     ("bench", ["--out", "{data}/tiny/meta.json"], "meta.json belongs to a dataset"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
@@ -219,6 +243,35 @@ def test_bad_input_is_one_line_and_changes_nothing(world, script, argv, message,
     assert capsys.readouterr().err == ""  # nothing else: no traceback, no usage block
     assert snapshot(world) == before
     assert not (world / "pwned").exists()
+
+
+def flags_of(script, capsys):
+    """The --flags a script accepts, read from its --help (and train.py's settings, which the
+    experiments pass on to every run)."""
+    try:
+        SCRIPTS[script].main(["--help"])
+    except SystemExit:  # argparse exits after printing; train.py returns
+        pass
+    flags = set(re.findall(r"--([a-z_]+)", capsys.readouterr().out))
+    return flags | {"help"} | (set(train.DEFAULTS) if script in ("train", "compare") else set())
+
+
+def test_every_fix_names_a_real_flag(world, capsys):
+    """A one-line error that tells the user to change --something names a flag that script has."""
+    known = {script: flags_of(script, capsys) for script in SCRIPTS}
+    for script, argv, message in CASES:
+        argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+        with pytest.raises(SystemExit) as exit:
+            SCRIPTS[script].main(argv)
+        text = str(exit.value).split(": error: ", 1)[1]
+        # a fix may be another command (`python prepare.py --name x`, up to a `;` or `)`): its flags are that script's
+        commands = list(re.finditer(r"python (?:-m )?([\w./]+)([^;)]*)", text))
+        typed = {a[2:].split("=")[0] for a in argv if a.startswith("--")}  # quoted back, not suggested
+        parts = [(script, re.sub(r"python (?:-m )?[\w./]+[^;)]*", "", text))]
+        parts += [(re.sub(r"\.py$", "", c[1]).split("/")[-1].split(".")[-1], c[2]) for c in commands]
+        for owner, piece in parts:
+            named = set(re.findall(r"--([a-z_]+)", piece)) - (typed if owner == script else set())
+            assert named <= known[owner], (script, argv, text, owner, named - known[owner])
 
 
 def test_as_real_processes_one_line_on_stderr(world):

@@ -111,7 +111,7 @@ KILL_POINTS = [("os", "fsync", k) for k in (1, 3, 5, 7)] + [("tablefree.common",
 
 @pytest.mark.parametrize("module, name, at", KILL_POINTS)
 def test_kill_9_during_prepare_leaves_the_old_dataset_or_the_new_one(tmp_path, module, name, at):
-    argv = ["--name", "x", "--out_dir", str(tmp_path / "data"), "--vocab_size", "300", "--quiet"]
+    argv = ["--name", "x", "--out_dir", str(tmp_path / "data"), "--vocab_size", "270", "--quiet"]
     old = corpus(tmp_path / "old", ["crown", "horse", "sword"])
     subprocess.run([sys.executable, "prepare.py", "--input", old, *argv], cwd=ROOT, check=True, capture_output=True)
     directory = tmp_path / "data" / "x"

@@ -10,7 +10,7 @@ import sample
 import train
 from conftest import TINY
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, read_log, packed_ternary
+from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary, read_log, tensors_sha256
 from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.ternary import (BitLinear, Int8TernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
@@ -117,6 +117,9 @@ def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
     bad = {**contents, "ternary": {**contents["ternary"]}}
     layer = bad["ternary"]["h.0.mlp.c_fc"]
     bad["ternary"]["h.0.mlp.c_fc"] = {**layer, "packed": layer["packed"] | 0b11}
+    with pytest.raises(UserError, match="sha256 differs"):  # the weights are not those it was written with
+        build_model(bad)
+    bad["sha256"] = tensors_sha256(bad["model"], bad["ternary"])  # damaged before its checksum was taken
     with pytest.raises(UserError, match="unused code 11; the file is corrupt"):
         build_model(bad)
     other = {**contents, "model_config": {**contents["model_config"], "n_embd": 32}}

@@ -38,6 +38,9 @@ def score_sequences(model, seqs, batch_size, autocast, score):
             idx[b, :len(seqs[i])] = torch.tensor(seqs[i])
         with autocast:
             logits, _ = model(idx.to(device), all_positions=True)  # (B, T, V)
+        if not torch.isfinite(logits).all():  # never scores of nan: a damaged or diverged model
+            raise UserError("the model's logits are not finite; the weights are damaged or diverged: "
+                            "evaluate another checkpoint")
         for b, i in enumerate(chunk):
             results[i] = score(i, logits[b, :len(seqs[i])])
     return results
@@ -184,8 +187,11 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16):
     device = next(model.parameters()).device
     for p in prompts:
         idx = torch.tensor([enc.encode_ordinary(p["prompt"])[-model.config.block_size:]], device=device)
-        with autocast:
-            new = torch.cat(list(model.generate(idx, new_tokens, temperature=0)), dim=1)  # (1, new_tokens)
+        try:
+            with autocast:
+                new = torch.cat(list(model.generate(idx, new_tokens, temperature=0)), dim=1)  # (1, new_tokens)
+        except ValueError as e:  # non-finite logits
+            raise UserError(f"{e}; evaluate another checkpoint") from None
         continuations.append(enc.decode(new[0].tolist()))
         echoed.append(float(p["string"] in continuations[-1]))
     by_category = {}
