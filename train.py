@@ -131,8 +131,8 @@ def train(settings, given=None):
 
     # ---- the run directory, then the data: meta.json says the vocabulary, id type, bytes ----
     out = Path(s.out_dir)
-    if s.init_from == "scratch" and not s.overwrite:
-        refuse_to_overwrite(out)
+    if s.init_from == "scratch":
+        refuse_to_overwrite(out, s.overwrite)
     notices = []  # a resumed run's recipe changes, printed below
     if s.init_from == "resume":
         ckpt, notices = resume_from(s, given, out)  # also sets the model, dataset, seed and recipe

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from model import GPT, GPTConfig, Rotary, make_input
-from tablefree.common import UserError, write_atomic
+from tablefree.common import UserError, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
 from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary, pack_ternary
 
@@ -54,9 +54,12 @@ def read_log(path):
     return records
 
 
-def refuse_to_overwrite(out):
-    """A new run must not destroy the run already in out (unless train.py's overwrite is set)."""
-    if (out / CKPT_NAME).exists() or (out / "log.jsonl").exists():
+def refuse_to_overwrite(out, overwrite):
+    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
+    never writes its files into a dataset."""
+    if holds_work(out) == "a dataset":
+        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
+    if not overwrite and holds_work(out) == "a run":
         raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
                         f"choose another --out_dir, or replace it with --overwrite=True")
 

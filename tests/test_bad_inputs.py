@@ -111,9 +111,9 @@ def world(data_dir, tmp_path_factory):
 
 
 def snapshot(root):
-    """(size, sha256) of every file under the data and run directories."""
+    """(size, sha256) of every file under root: the data, the runs and every output a case names."""
     return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
-            for folder in ("data", "runs") for p in sorted((root / folder).rglob("*")) if p.is_file()}
+            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # (script, arguments with {data} {runs} {root} filled in, what the message must say)
@@ -141,6 +141,7 @@ CASES = [
     ("train", [*TRAIN, "--device=cuda:3"], "device 'cuda:3' is not available on this machine"),
     ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
     ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset; choose another --out_dir"),
     ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
     ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
     ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),
