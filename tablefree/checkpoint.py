@@ -23,10 +23,11 @@ from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary, pac
 
 CKPT_NAME = "ckpt.pt"
 FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
-# the run's recipe: a resumed run keeps the checkpoint's unless one is given, and says so when it is
+# the run's recipe (and whether it compiles, which can change its numbers): a resumed run keeps the
+# checkpoint's unless one is given, and says so when it is
 RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "min_lr", "warmup_iters",
           "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval", "eval_iters",
-          "log_interval", "always_save_checkpoint", "nonfinite")
+          "log_interval", "always_save_checkpoint", "nonfinite", "compile")
 
 
 def save_checkpoint(state, out_dir):
@@ -238,7 +239,7 @@ def resume_from(s, given, out):
     the checkpoint's values. The recipe (RECIPE: batch, schedule, optimizer, evaluation) is the
     checkpoint's too unless given; a given change is allowed and comes back as a notice, and
     max_iters may grow but not fall below the step reached. The rest (where and how the run
-    runs: out_dir, data_dir, device, dtype, compile, peak_flops) follows the command."""
+    runs: out_dir, data_dir, device, dtype, peak_flops) follows the command."""
     ckpt = load_checkpoint(out, "cpu", flag="--out_dir")
     missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
     if missing:

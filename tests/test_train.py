@@ -68,8 +68,8 @@ def test_resume_without_the_config_continues_the_same_run(data_dir, tmp_path, ca
         train.main([*recipe, f"--out_dir={tmp_path / name}", "--max_iters=8"])
     train.main([*recipe, f"--out_dir={tmp_path / 'repeated'}", "--max_iters=16", "--init_from=resume"])
     capsys.readouterr()
-    train.main([f"--out_dir={tmp_path / 'bare'}", f"--data_dir={data_dir}", "--device=cpu", "--compile=False",
-                "--max_iters=16", "--init_from=resume"])
+    train.main([f"--out_dir={tmp_path / 'bare'}", f"--data_dir={data_dir}", "--device=cpu", "--max_iters=16",
+                "--init_from=resume"])  # compile=False, too, from the checkpoint
     assert "resuming with max_iters 16 instead of the run's 8" in capsys.readouterr().out
     timing = ("ms", "tok_s", "mfu", "elapsed_s")
     logs = [[{k: v for k, v in r.items() if k not in timing} for r in read_log(tmp_path / name / "log.jsonl")]
