@@ -10,13 +10,12 @@ The tokenizer travels inside the checkpoint, so no data directory or extra flag 
 import argparse
 import codecs
 import math
-import os
 import sys
 
 import torch
 
 from tablefree.checkpoint import build_model, load_checkpoint
-from tablefree.common import ArgumentParser, UserError, require, user_errors
+from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, user_errors
 from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding
 
@@ -96,12 +95,8 @@ def sample(args, out=sys.stdout):
 
 
 def main(argv=None):
-    try:
-        with user_errors("sample.py"):
-            sample(parse_args(argv))
-    except BrokenPipeError:  # the reader went away (`python sample.py | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
-        sys.exit(1)
+    with reader_may_leave(), user_errors("sample.py"):
+        sample(parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from codes import describe_quality
 from model import GPT
 from tablefree.checkpoint import (build_model, model_state, read_code_source, refuse_to_overwrite, resume_from,
                                   save_checkpoint, start_run_dir, tokenizer_state)
-from tablefree.common import UserError, append_line, user_errors
+from tablefree.common import UserError, append_line, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.data import bits_per_byte, get_batch, open_split, read_meta
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
@@ -95,8 +95,9 @@ DEFAULTS = {k: v for k, v in globals().items()
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if "-h" in argv or "--help" in argv:
-        print(f"usage: python train.py [config/*.py ...] [--key=value ...]\n\n{__doc__.strip()}\n\n"
-              f"settings (default, meaning):\n{settings_help(__file__, DEFAULTS)}")
+        with reader_may_leave():
+            print(f"usage: python train.py [config/*.py ...] [--key=value ...]\n\n{__doc__.strip()}\n\n"
+                  f"settings (default, meaning):\n{settings_help(__file__, DEFAULTS)}")
         return
     with user_errors("train.py"):
         given = set()

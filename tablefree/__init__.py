@@ -1,2 +1,3 @@
-"""The plumbing the scripts share: errors, files, config parsing, devices, checkpoints, data,
-tokenizers, corpora and the ternary layers. Nothing here is run directly."""
+"""The plumbing the scripts share: the one user error and atomic outputs (common), settings
+(configurator), devices, checkpoints, data, tokenizers, corpora and the ternary layers. Nothing
+here is run directly."""

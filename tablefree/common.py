@@ -33,6 +33,16 @@ def user_errors(script):
         sys.exit(f"{script}: error: {e}" if os.environ.get("RANK", "0") == "0" else 1)
 
 
+@contextmanager
+def reader_may_leave():
+    """Stop quietly, exit status 1, when the reader of stdout goes away (`python sample.py | head`)."""
+    try:
+        yield
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        sys.exit(1)
+
+
 def require(ok, name, value, rule):
     """The one-line error `name must be rule, not value` unless ok: every range check uses it."""
     if not ok:
