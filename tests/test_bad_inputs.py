@@ -217,6 +217,7 @@ CASES = [
     ("prepare", ["--input", "{root}/latin1.txt", "--out_dir", "{root}/latin1.txt"], "cannot write to --out_dir"),
     ("bench", ["--out", "{runs}/good/log.jsonl"], "log.jsonl belongs to a run"),
     ("bench", ["--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"),
+    ("bench", ["--out", "{runs}/good"], "good is a folder; give --out a file path"),
     ("export", ["--ckpt", "{runs}/good", "--out", "{root}/latin1.txt/hf"], "is not a writable folder; give --out in one"),
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/train.bin"],
      "train.bin belongs to a dataset"),
