@@ -19,11 +19,9 @@ from pathlib import Path
 
 import torch
 
-from experiments.bench_train import memory_status, sync
+from experiments.bench_train import ROOT, memory_status, sync
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary
-
-ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the decode probes start
 
 # decoding is memory-bound here: a 56.6M-weight body (8 x 12 x 768^2) read once per token
 DECODE_SHAPE = dict(vocab_size=1024, n_layer=8, n_head=12, n_embd=768, block_size=512, input="binary")

@@ -20,7 +20,7 @@ from tablefree.corpus import fetch_source
 from tablefree.device import peak_flops_of, pick_dtype
 from tablefree.tokenizer import load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]  # the checkout: prepare.py, and experiments/ for the probes
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: prepare.py, and the probes' working folder
 
 
 def sync(device):

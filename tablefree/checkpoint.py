@@ -58,9 +58,10 @@ def read_log(path):
 def refuse_to_overwrite(out, overwrite):
     """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
     never writes its files into a dataset."""
-    if holds_work(out) == "a dataset":
+    work = holds_work(out)
+    if work == "a dataset":
         raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
-    if not overwrite and holds_work(out) == "a run":
+    if work == "a run" and not overwrite:
         raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
                         f"choose another --out_dir, or replace it with --overwrite=True")
 

@@ -102,17 +102,16 @@ def append_line(path, line):
                         f"then resume the run") from None
 
 
-# Files that hold work no command may destroy unless it made them itself: a run's and a dataset's.
+# Files that hold work no command may destroy unless it made them itself: a run's and a dataset's,
+# and the ones whose presence makes a folder one (MARKS).
 RUN_FILES = ("ckpt.pt", "log.jsonl", "config.json")
 DATASET_FILES = ("meta.json", "tokenizer.tiktoken", "train*.bin", "val*.bin")
+MARKS = {"ckpt.pt": "a run", "log.jsonl": "a run", "meta.json": "a dataset"}
 
 
 def holds_work(folder):
     """'a run' or 'a dataset' when folder is one (by the files train.py and prepare.py write), else None."""
-    folder = Path(folder)
-    if (folder / "ckpt.pt").exists() or (folder / "log.jsonl").exists():
-        return "a run"
-    return "a dataset" if (folder / "meta.json").exists() else None
+    return next((work for name, work in MARKS.items() if (Path(folder) / name).exists()), None)
 
 
 def check_output(path, flag, own=None):
@@ -132,8 +131,7 @@ def check_output(path, flag, own=None):
             raise UserError(f"{path} is a folder; give {flag} a file path")
         work = holds_work(parent)
         needed = RUN_FILES if work == "a run" else DATASET_FILES if work == "a dataset" else ()
-        if path.exists() and (path.name in ("ckpt.pt", "log.jsonl", "meta.json")
-                              or any(fnmatch.fnmatch(path.name, n) for n in needed)):
+        if path.exists() and (path.name in MARKS or any(fnmatch.fnmatch(path.name, n) for n in needed)):
             raise UserError(f"{path} belongs to {work or 'a run or a dataset'} and writing there would destroy it; "
                             f"give {flag} another file")
         return path

@@ -110,6 +110,11 @@ def world(data_dir, tmp_path_factory):
     return root
 
 
+def filled(argv, world):
+    """A case's arguments with {data}, {runs} and {root} made paths in the world."""
+    return [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+
+
 def snapshot(root):
     """(size, sha256) of every file under root: the data, the runs and every output a case names."""
     return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
@@ -235,7 +240,7 @@ CASES = [
 
 @pytest.mark.parametrize("script, argv, message", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_bad_input_is_one_line_and_changes_nothing(world, script, argv, message, capsys):
-    argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+    argv = filled(argv, world)
     before = snapshot(world)
     with pytest.raises(SystemExit) as exit:
         SCRIPTS[script].main(argv)
@@ -262,7 +267,7 @@ def test_every_fix_names_a_real_flag(world, capsys):
     """A one-line error that tells the user to change --something names a flag that script has."""
     known = {script: flags_of(script, capsys) for script in SCRIPTS}
     for script, argv, message in CASES:
-        argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+        argv = filled(argv, world)
         with pytest.raises(SystemExit) as exit:
             SCRIPTS[script].main(argv)
         text = str(exit.value).split(": error: ", 1)[1]
@@ -279,7 +284,7 @@ def test_every_fix_names_a_real_flag(world, capsys):
 def test_as_real_processes_one_line_on_stderr(world):
     """One case per script through the command line, as a user meets them (and torchrun's ranks)."""
     for script, argv, message in [next(case for case in CASES if case[0] == script) for script in SCRIPTS]:
-        argv = [a.format(data=world / "data", runs=world / "runs", root=world) for a in argv]
+        argv = filled(argv, world)
         done = subprocess.run([sys.executable, *command(script), *argv], cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert len(CASES) >= 30

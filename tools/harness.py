@@ -82,7 +82,7 @@ def run_harness(ckpt, model, path, tasks, args):
     except ImportError:
         raise UserError("--harness needs lm-eval: pip install -r requirements-extras.txt") from None
     run = path.parent
-    hf_dir = export_hf(model, ckpt, run / "hf")
+    hf_dir = export_hf(model, ckpt, run / "hf", "--ckpt")  # beside the checkpoint --ckpt names
     folder = check_output(run / "harness", "--ckpt", own=("*.jsonl", f"{PREFIX}*.yaml"))
     replace_folder(folder, lambda tmp: [write_task(name, rows, info["split"], tmp, folder)
                                         for name, (rows, info) in tasks.items()])

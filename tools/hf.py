@@ -161,9 +161,9 @@ HF_FILES = ("model.safetensors", "config.json", "generation_config.json", "token
             "special_tokens_map.json", "README.md")  # what export_hf writes, and all it may replace
 
 
-def export_hf(model, ckpt, out):
+def export_hf(model, ckpt, out, flag="--out"):
     """Write the transformers folder `out` whole, or leave any old one as it was; refuse a folder
-    that holds anything else (a run, a dataset)."""
+    that holds anything else (a run, a dataset), naming `flag`, the option that chose out."""
     try:
         from safetensors.torch import save_file
     except ImportError:
@@ -172,7 +172,7 @@ def export_hf(model, ckpt, out):
     if config.body != "float":
         raise UserError(f"the checkpoint's body is {config.body!r}: its activations are quantised, which GPT-NeoX "
                         f"cannot express; export it with --format ternary")
-    out = check_output(out, "--out", own=HF_FILES)
+    out = check_output(out, flag, own=HF_FILES)
     replace_folder(out, lambda tmp: write_folder(model, ckpt, tmp))
     return out
 
