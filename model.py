@@ -124,9 +124,9 @@ class MLP(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.c_fc = body_linear(config, config.n_embd, 4 * config.n_embd)
+        self.c_fc = body_linear(config, config.n_embd, config.mlp_hidden())
         self.gelu = nn.GELU()
-        self.c_proj = body_linear(config, 4 * config.n_embd, config.n_embd)
+        self.c_proj = body_linear(config, config.mlp_hidden(), config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -291,8 +291,9 @@ class FrozenCodeInput(BinaryCodeInput):
         dim = frozen_dim(config)
         super().__init__(config, bits=dim)
         V = config.vocab_size
-        if source is None:  # placeholders that a state dict fills
-            packed, mean, components = torch.zeros(V, -(-dim // 8), dtype=torch.uint8), torch.zeros(0), torch.zeros(dim, 0)
+        if source is None:  # placeholders that a state dict fills (and resizes, for a source of another width)
+            packed = torch.zeros(V, -(-dim // 8), dtype=torch.uint8)
+            mean, components = torch.zeros(config.n_embd), torch.zeros(dim, config.n_embd)
             digest, shape = torch.zeros(32, dtype=torch.uint8), torch.zeros(2, dtype=torch.long)
         else:
             if source.dim() != 2 or source.size(0) != V:
@@ -352,6 +353,7 @@ class GPTConfig:
     n_layer: int = 12
     n_head: int = 12
     n_embd: int = 768
+    mlp_width: int = 0  # the MLP's hidden width; 0 is GPT-2's 4 * n_embd
     dropout: float = 0.0
     bias: bool = False  # biases in Linear and LayerNorm layers
     input: str = "binary"  # one of INPUTS (see the module docstring)
@@ -373,6 +375,8 @@ class GPTConfig:
         for key in ("block_size", "n_layer", "n_head", "n_embd"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be at least 1, not {getattr(self, key)}")
+        if self.mlp_width < 0:
+            raise ValueError(f"mlp_width must be at least 0 (0 is 4 * n_embd), not {self.mlp_width}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
         if self.rope_base <= 0 or self.code_seed < 0:
@@ -398,6 +402,9 @@ class GPTConfig:
             lift_index(bits, self.n_embd, self.lift)  # raises if n_embd < K or the lift is unknown
         if self.input in ("binary", "affine", "frozen"):
             code_values(torch.zeros(1), self.code_values)  # raises on unknown code values
+
+    def mlp_hidden(self):
+        return self.mlp_width or 4 * self.n_embd
 
 
 def check_ids(idx, vocab_size):

@@ -3,6 +3,7 @@
     python train.py config/shakespeare.py                          # CPU quick start
     python train.py config/shakespeare.py --input=learned          # the baseline
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
+    python train.py config/binary_1p7b.py --dry_run=True           # what a run costs, before it starts
     python train.py --init_from=resume --out_dir=out               # continue a run, its recipe from its checkpoint
     python train.py config/shakespeare.py --input=frozen --codes_from=out-learned   # codes from a learned run
     python train.py --help                                         # every setting below, with its meaning
@@ -32,6 +33,7 @@ from tablefree.checkpoint import (build_model, model_state, read_code_source, re
                                   save_checkpoint, start_run_dir, tokenizer_state)
 from tablefree.common import UserError, append_line, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
+from tablefree.cost import describe_cost, estimate_cost
 from tablefree.data import bits_per_byte, get_batch, open_split, read_meta
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding, vocab_bytes
@@ -47,6 +49,7 @@ eval_interval = 1000  # steps between evaluations (and checkpoints)
 eval_iters = 100  # batches per split per evaluation
 log_interval = 10  # steps between log lines
 eval_only = False  # evaluate once and exit
+dry_run = False  # print what the run would cost (parameters, FLOPs, memory, GPU hours) and exit; reads no data
 always_save_checkpoint = True  # save at every evaluation, not only when val loss improves
 # model (GPTConfig's fields): the input interface is the one thing the papers vary
 input = "binary"  # 'learned', 'binary', 'affine', 'kronecker' or 'frozen'
@@ -57,6 +60,8 @@ tie_weights = False  # only possible for 'learned'; the papers' head is untied
 n_layer = 32  # the papers'
 n_head = 32  # our choice (head size 32); the papers do not give it
 n_embd = 1024  # the papers' d_model
+mlp_width = 0  # the MLP's hidden width; 0 is GPT-2's 4 * n_embd
+vocab_size = 0  # V; 0 takes the data's, another value must equal it (the dry run needs it without data)
 block_size = 1024  # context length; our choice, as nanoGPT
 dropout = 0.0  # after the input and in every block; our choice: none at this scale
 bias = False  # our choice, as nanoGPT's faster setting
@@ -111,6 +116,9 @@ def train(settings, given=None):
     given: the keys the user set (configurator.resolve collects them); None counts every key as
     set, as when a test passes complete settings."""
     s = check_settings(settings)
+    if s.dry_run:
+        print(describe_cost(estimate_cost(s, vocab_size_for_dry_run(s))))
+        return None
 
     # ---- processes and devices: one process per device under torchrun ----
     ddp = "RANK" in os.environ
@@ -143,6 +151,9 @@ def train(settings, given=None):
     accum = s.gradient_accumulation_steps // world  # micro-batches per rank per step
     data = Path(s.data_dir) / s.dataset
     meta = read_meta(data)
+    if s.vocab_size and s.vocab_size != meta["vocab_size"]:
+        raise UserError(f"vocab_size={s.vocab_size} but {data} has {meta['vocab_size']} tokens; prepare the data "
+                        f"with --vocab_size {s.vocab_size} (or drop --vocab_size to take the data's)")
     if s.init_from == "resume" and ckpt["model_config"]["vocab_size"] != meta["vocab_size"]:
         raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
                         f"{data} has {meta['vocab_size']}; prepare the data again as the run had it")
@@ -269,7 +280,7 @@ def train(settings, given=None):
             x, y = batch("train", iter_num, rank * accum + micro)
             sync = nullcontext() if not ddp or micro == accum - 1 else model.no_sync()
             with sync, autocast:
-                _, loss = model(x, y)
+                loss = model(x, y)[1]  # the logits (B, T, V) are not kept through the backward
             scaler.scale(loss / accum).backward()
             loss_sum += loss.detach()
         if ddp:
@@ -319,6 +330,17 @@ def lr_at(it, s):
         return s.min_lr
     ratio = (it - s.warmup_iters) / max(1, s.lr_decay_iters - s.warmup_iters)
     return s.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (s.learning_rate - s.min_lr)
+
+
+def vocab_size_for_dry_run(s):
+    """V for the dry run: vocab_size if set, else the prepared data's meta.json (its bins are never read)."""
+    if s.init_from != "scratch":
+        raise UserError("the dry run describes a new run from its settings; drop --init_from (a resumed run "
+                        "costs what its config did)")
+    data = Path(s.data_dir) / s.dataset
+    if not s.vocab_size and not (data / "meta.json").exists():
+        raise UserError(f"the dry run needs the vocabulary: give --vocab_size=N, or prepare {data} first")
+    return s.vocab_size or read_meta(data)["vocab_size"]
 
 
 def require_finite_val(val_loss, iter_num):

@@ -10,11 +10,15 @@ the paper does not give them (nanoGPT / GPT-3 practice): 32 heads, context 1024,
     python prepare.py --dataset fineweb-edu --vocab_size 65536 --max_tokens 17.5e9 --val_fraction 0.0005 --workers 16
     torchrun --nproc_per_node=8 train.py config/binary.py
 
-Estimated cost (not measured): 3.22 GFLOP per token (6 x 470M matmul weights + attention)
-x 17.0B tokens = 5.5e19 FLOP; at 40% MFU that is ~39 GPU-hours on H100 (~5 h on 8) or
-~122 GPU-hours on A100 (~15 h on 8). For the papers' three seeds add --seed=1 and --seed=2
-with their own --out_dir.
+For the papers' three seeds add --seed=1 and --seed=2 with their own --out_dir.
+
+Estimated cost, from `python train.py config/binary.py --dry_run=True`:
+    parameters: 469,828,608 trainable = input 0 + body 402,719,744 + head 67,108,864; fixed input code 0 values
+    compute: 3.22e+09 FLOP a token x 17.0B tokens (32,425 steps of 524,288) = 5.49e+19 FLOP, evaluations included (0.2%)
+    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 1.88 GB + gradients 1.88 GB + AdamW state 3.76 GB + weight copies 940 MB + activations 27.0 GB = 35.5 GB
+    wall time at 40% MFU: 8 x H100 4.82 h (38.5 GPU-hours); 8 x A100 15.3 h (122 GPU-hours)
 """
 input = "binary"
 out_dir = "out-binary"
 dataset = "fineweb-edu"
+vocab_size = 65536

@@ -5,8 +5,13 @@ settings (the papers' and ours), the prepare command and the estimated cost.
 
     torchrun --nproc_per_node=8 train.py config/learned.py
 
-Estimated cost (not measured), as for config/binary.py: ~39 H100-hours at 40% MFU (~5 h on 8).
+Estimated cost, from `python train.py config/learned.py --dry_run=True`:
+    parameters: 536,937,472 trainable = input 67,108,864 + body 402,719,744 + head 67,108,864; fixed input code 0 values
+    compute: 3.22e+09 FLOP a token x 17.0B tokens (32,425 steps of 524,288) = 5.49e+19 FLOP, evaluations included (0.2%)
+    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 2.15 GB + gradients 2.15 GB + AdamW state 4.30 GB + weight copies 940 MB + activations 27.0 GB = 36.6 GB
+    wall time at 40% MFU: 8 x H100 4.82 h (38.5 GPU-hours); 8 x A100 15.3 h (122 GPU-hours)
 """
 input = "learned"
 out_dir = "out-learned"
 dataset = "fineweb-edu"
+vocab_size = 65536

@@ -246,7 +246,7 @@ def resume_from(s, given, out):
     if missing:
         raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
                         f"evaluated but not resumed; start a new run in another out_dir")
-    recorded = {**ckpt["settings"], **ckpt["model_config"]}
+    recorded = {**ckpt["settings"], **asdict(GPTConfig(**ckpt["model_config"]))}  # fields added since: defaults
     for key in FIXED_BY_CHECKPOINT:
         trained, asked = recorded[key], getattr(s, key)
         if asked != trained and (given is None or key in given):

@@ -182,6 +182,10 @@ CASES = [
     ("evaluate", ["--ckpt", "{runs}/flipped.ternary.pt", "--tasks", "spelling", "--out", "{root}/e.json"],
      "sha256 differs"),
     # settings whose useful range only the data tells
+    ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; prepare the data with --vocab_size 512"),
+    ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width must be at least 0 (0 is 4 * n_embd), not -1"),
+    ("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"),
+    ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; drop --init_from"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim=100000 is more than the longest token's"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"),
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],

@@ -53,7 +53,7 @@ def neox_weights(model):
                 p + "post_attention_layernorm.bias": bias(block.ln_2, c.n_embd),
                 p + "attention.query_key_value.weight": attn.c_attn.weight[order],
                 p + "attention.dense.weight": attn.c_proj.weight,
-                p + "mlp.dense_h_to_4h.weight": mlp.c_fc.weight, p + "mlp.dense_h_to_4h.bias": bias(mlp.c_fc, 4 * c.n_embd),
+                p + "mlp.dense_h_to_4h.weight": mlp.c_fc.weight, p + "mlp.dense_h_to_4h.bias": bias(mlp.c_fc, c.mlp_hidden()),
                 p + "mlp.dense_4h_to_h.weight": mlp.c_proj.weight, p + "mlp.dense_4h_to_h.bias": bias(mlp.c_proj, c.n_embd)}
         if c.bias:  # NeoX's attention biases exist only when attention_bias is set
             out |= {p + "attention.query_key_value.bias": attn.c_attn.bias[order], p + "attention.dense.bias": attn.c_proj.bias}
@@ -65,7 +65,7 @@ def neox_config(config, eot_id):
     version reads (4.x directly; 5.x folds them into rope_parameters)."""
     return {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "vocab_size": config.vocab_size,
             "hidden_size": config.n_embd, "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
-            "intermediate_size": 4 * config.n_embd, "hidden_act": "gelu", "rotary_pct": 1.0,
+            "intermediate_size": config.mlp_hidden(), "hidden_act": "gelu", "rotary_pct": 1.0,
             "rotary_emb_base": config.rope_base, "max_position_embeddings": config.block_size, "layer_norm_eps": 1e-5,
             "use_parallel_residual": False, "attention_bias": config.bias, "tie_word_embeddings": False,
             "attention_dropout": 0.0, "hidden_dropout": 0.0, "initializer_range": 0.02, "use_cache": True,
