@@ -4,7 +4,9 @@ From A. Bochkov, "Do Language Models Need a Trainable Input Embedding Table? Fix
 Codes at 1.7B-Class Scale" (2026): V = 65,536 (K = 16), 1.711B parameters with the fixed codes and
 100.7M more with the table, so V x d_model = 100.7M and d_model = 1,536; an untied head; a
 100B-token target; single runs (one seed); learned vs binary vs one affine recoding (the other
-two configs: learned_1p7b.py, affine_1p7b.py). The paper gives no depth or heads: with our
+two configs: learned_1p7b.py, affine_1p7b.py). Its abstract does not describe the blocks:
+ours are GPT-2's pre-norm blocks with rotary positions, a GELU MLP of 4 x n_embd and no biases,
+as in every config here. The paper gives no depth or heads: with our
 blocks (12 x 1,536^2 weights a layer), 57 layers is the depth whose total is nearest 1.711B
 (1.7146B; 56 gives 1.686B). Our choice: 12 heads of 128, context 1,024, 524,288 tokens a step
 for 190,735 steps (= 100.0B tokens), AdamW 2e-4 -> 2e-5 (GPT-3 XL's peak) with 2,000 warmup
