@@ -1,8 +1,8 @@
-"""Benchmarks, measured on this machine in one run: results/BENCHMARKS.md and BENCHMARKS.json.
+"""Benchmarks, measured on this machine: results/BENCHMARKS.md and BENCHMARKS.json.
 
     python -m experiments.bench                          # every section, on cuda if there is one, else cpu
     python -m experiments.bench --device cpu             # force a device
-    python -m experiments.bench --sections train,memory  # some of them
+    python -m experiments.bench --sections train,memory  # some of them: the report's other sections stay
     python -m experiments.bench --quick                  # small sizes, eager only: well under a minute
 
 Steps run as train.py runs them: fp32 on a CPU, bf16 autocast on a GPU (weights and AdamW
@@ -17,35 +17,43 @@ memory:   peak memory of a training step per input (each in its own process), wi
           parameter + gradient + AdamW state) per input parameter fewer than the learned table.
 input:    forward + backward time of each input module alone, next to nn.Embedding.
 generate, ternary: inference, in experiments/bench_infer.py (the KV cache; the packed ternary model).
+llama:    llama.cpp on our GGUF files beside our own inference, in experiments/bench_llama.py.
 (train, memory, input and prepare are in experiments/bench_train.py.)
 prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
           tiktoken.encode_ordinary_batch on the same documents.
 """
 
+import importlib.util
 import json
 import sys
 
 from tqdm import tqdm
 
 from experiments.bench_infer import bench_generate, bench_ternary
+from experiments.bench_llama import bench_llama
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
-from tablefree.common import ArgumentParser, check_output, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
 from tablefree.device import machine, pick_device, pick_dtype
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
-            "ternary": bench_ternary, "prepare": bench_prepare}
+            "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare}
 
 
 def parse_args(argv):
     p = ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
-    p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
+    have_llama = importlib.util.find_spec("llama_cpp") is not None
+    p.add_argument("--sections", default=",".join(s for s in SECTIONS if have_llama or s != "llama"),
+                   help=f"comma-separated: {', '.join(SECTIONS)} (default: all; llama if llama-cpp-python is installed)")
     p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
     p.add_argument("--out", default="results/BENCHMARKS.md", help="markdown report; the JSON goes beside it")
     p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
     args = p.parse_args(argv)
     require(set(args.sections.split(",")) <= set(SECTIONS), "--sections", args.sections,
             f"a comma-separated list of {', '.join(SECTIONS)}")
+    if "llama" in args.sections.split(",") and not have_llama:
+        raise UserError("the llama section needs llama-cpp-python: pip install -r requirements-extras.txt, or leave "
+                        "llama out of --sections")
     args.device = pick_device(args.device)
     args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
     return args
@@ -58,18 +66,46 @@ def main(argv=None):
         js = check_output(md.with_suffix(".json"), "--out")
     info = machine()
     command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
-    report = ["# Benchmarks", "", f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, "
-              f"device {args.device}, torch {info['torch']}, Python {info['python']}, {info['date']}.", ""]
-    results = {"machine": {**info, "device": args.device}, "command": command}
+    measured = f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, device {args.device}, " \
+               f"torch {info['torch']}, Python {info['python']}, {info['date']}."
+    sections, results = earlier_report(md, js)
     bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
     for name in bar:
         bar.set_postfix_str(name)
         results[name], table = SECTIONS[name](args)
-        report += [f"## {name}", "", *table, ""]
+        results["measured"][name] = {"command": command, "machine": {**info, "device": args.device}}
+        sections[name] = ["", measured, "", *table, ""]
         bar.write("\n".join([f"## {name}", *table, ""]))
+    order = [*SECTIONS, *(name for name in sections if name not in SECTIONS)]
+    report = [*HEADER, *(line for name in order if name in sections for line in (f"## {name}", *sections[name]))]
     with user_errors("bench.py"):
         write_atomic(md, "\n".join(report))
         write_atomic(js, json.dumps(results, indent=2))
+
+
+HEADER = ["# Benchmarks", "", "Each section names the command, machine and date that measured it; `python -m experiments.bench "
+          "--sections NAME` measures one again and keeps the others.", ""]
+
+
+def earlier_report(md, js):
+    """({section: its lines}, results) of an earlier report at md and js, which a run extends:
+    the sections it does not measure stay as they were."""
+    earlier = md.read_text().splitlines() if md.exists() else HEADER
+    if earlier[:1] != HEADER[:1]:
+        raise UserError(f"{md} is not a report of this benchmark (it does not begin with {HEADER[0]!r}); give --out "
+                        f"a new file or one that bench wrote")
+    sections, name = {}, None
+    for line in earlier:
+        if line.startswith("## "):
+            name = line[3:]
+            sections[name] = []
+        elif name:
+            sections[name].append(line)
+    try:
+        results = json.loads(js.read_text()) if js.exists() else {}
+    except ValueError:
+        raise UserError(f"{js} is not the JSON this benchmark writes; move it away, or give --out another file") from None
+    return sections, {**results, "measured": results.get("measured", {})}
 
 
 if __name__ == "__main__":

@@ -104,9 +104,9 @@ def decode_probe(path, dtype, new_tokens):
                       "peak_rss": memory_status("VmHWM")}))
 
 
-def bench_ternary(args):
-    """Packed ternary vs float32 vs bfloat16 at batch 1 on the CPU."""
-    fields = QUICK_DECODE_SHAPE if args.quick else DECODE_SHAPE
+def bench_ternary(args, fields=None):
+    """Packed ternary vs float32 vs bfloat16 at batch 1 on the CPU (at fields, or the section's shape)."""
+    fields = fields or (QUICK_DECODE_SHAPE if args.quick else DECODE_SHAPE)
     new_tokens = 32 if args.quick else 256
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -134,11 +134,11 @@ def ternary_table(rows, fields, new_tokens, threads):
     checks = [("file", f32["file"] / tern["file"], 8, "smaller"), ("weights", f32["weights"] / tern["weights"], 3, "smaller"),
               ("tok_s", tern["tok_s"] / f32["tok_s"], 1.5, "faster")]
     table += ["", "What bounds the speed: at batch 1 every weight is read once per token (weights read = weights in "
-              "memory x tokens/s, an upper bound on the bytes moved), so float32 decoding is memory-bound; the ternary "
-              "model holds a quarter of the bytes (int8 in memory), but reads them far more slowly: torch._int_mm's "
-              "int8 kernel at one row is compute-limited on this CPU, and the per-layer quantisation of the "
-              "activations adds small operations; the attention, norms and head cost the same in all three.", "",
-              "Targets (ternary against float32):"]
+              "memory x tokens/s, an upper bound on the bytes moved), so float32 decoding is bound by memory bandwidth; "
+              "the ternary model holds a quarter of the bytes (int8 in memory) and is bound by torch._int_mm's int8 "
+              "kernel at one row, whose speed differs much between CPUs of the same kind (compare only ratios "
+              "measured in one run), and by the small operations that quantise each layer's activations; the "
+              "attention, norms and head cost the same in all three.", "", "Targets (ternary against float32):"]
     table += [f"- {what}: {ratio:.1f}x {word} (target {target}x): {'met' if ratio >= target else 'NOT met'}"
               for what, ratio, target, word in checks]
     return table

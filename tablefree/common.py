@@ -58,19 +58,26 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def write_atomic(path, contents):
     """Replace path with contents (str, bytes, or a function that writes to a binary file) so
-    that a reader or a crash sees the old file or the whole new one, never half of it.
+    that a reader or a crash sees the old file or the whole new one, never half of it."""
+    with replacing(path) as tmp, open(tmp, "wb") as f:
+        if callable(contents):
+            contents(f)
+        else:
+            f.write(contents.encode("utf-8") if isinstance(contents, str) else contents)
 
-    The new bytes are fsynced before the rename and the rename before returning; if anything
-    fails (a full disk, a read-only directory) the temporary file goes and the old file stays."""
+
+@contextmanager
+def replacing(path):
+    """A temporary path beside `path` for a writer that opens files itself (gguf's); when the
+    block ends it becomes path atomically, or, if anything failed, it goes and path stays.
+
+    The new bytes are fsynced before the rename and the rename before returning; a failed write
+    (a full disk, a read-only directory) is a UserError."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
-            if callable(contents):
-                contents(f)
-            else:
-                f.write(contents.encode("utf-8") if isinstance(contents, str) else contents)
-            f.flush()
+        yield tmp
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the file
         os.replace(tmp, path)
         fsync_directory(path.parent)  # and the rename itself survives a crash

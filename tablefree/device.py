@@ -3,6 +3,7 @@ GPUs for MFU, and a description of the machine for results files."""
 
 import platform
 import time
+from pathlib import Path
 from contextlib import nullcontext
 
 import torch
@@ -57,6 +58,15 @@ def pick_dtype(name, device):
 def machine():
     """What a results file says it was measured on."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "python": platform.python_version(),
-            "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
+            "torch": torch.__version__, "cpu": cpu_name(),
             "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def cpu_name():
+    """The CPU's model name (Linux's /proc/cpuinfo), else what platform knows: 'AMD EPYC', 'x86_64'."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

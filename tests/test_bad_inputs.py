@@ -30,11 +30,11 @@ from experiments import bench, compare
 from model import GPT, GPTConfig
 from tablefree.checkpoint import packed_ternary, tensors_sha256
 from tablefree.configurator import resolve
-from tools import evaluate, export, extend
+from tools import evaluate, export, extend, llama
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "evaluate": evaluate, "compare": compare, "extend": extend,
-           "export": export, "bench": bench}
+           "export": export, "bench": bench, "llama": llama}
 
 
 def command(script):
@@ -107,7 +107,24 @@ def world(data_dir, tmp_path_factory):
     packed["sha256"] = tensors_sha256(packed["model"], packed["ternary"])
     torch.save(packed, runs / "bad.ternary.pt")
     torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
+    gguf_files(root, runs)
     return root
+
+
+def gguf_files(root, runs):
+    """A GGUF file cut short and a valid one that is not ours (no tablefree keys), if gguf is installed."""
+    try:
+        import gguf
+    except ImportError:
+        return
+    export.main(["--ckpt", str(runs / "good"), "--format", "gguf", "--out", str(root / "whole.gguf")])
+    (root / "torn.gguf").write_bytes((root / "whole.gguf").read_bytes()[:5000])
+    writer = gguf.GGUFWriter(root / "foreign.gguf", "llama")
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
 
 
 def filled(argv, world):
@@ -234,6 +251,17 @@ CASES = [
      "give --vocab_size"),  # a dataset rebuilt from input that cannot give it: the old one stays whole
     ("train", [*RESUME, "--max_iters=1"], "is at step 2, past max_iters=1; give --max_iters=2 or more"),
     ("bench", ["--out", "{data}/tiny/meta.json"], "meta.json belongs to a dataset"),
+    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--gguf_type", "TQ2_0"], "body is 'float': store it as F32, F16, Q8_0, not TQ2_0"),
+    ("export", ["--ckpt", "{runs}/tern", "--format", "gguf", "--gguf_type", "Q8_0"], "store it as TQ2_0, TQ1_0, not Q8_0"),
+    ("export", ["--ckpt", "{runs}/tern", "--format", "gguf"], "TQ2_0 stores rows in blocks of 256 weights but this model's rows are 32 and 128 wide"),
+    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/no/such/m.gguf"], "is not a writable folder; give --out in one"),
+    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"),
+    ("export", ["--ckpt", "{runs}/good", "--gguf_type", "F16"], "--gguf_type is for --format gguf, not hf"),
+    ("llama", ["--gguf", "{runs}/good/ckpt.pt"], "is not a GGUF file (it does not begin with 'GGUF')"),
+    ("llama", ["--gguf", "{root}/torn.gguf"], "is a corrupt or truncated GGUF file"),
+    ("llama", ["--gguf", "{root}/foreign.gguf"], "was not written by tools.export --format gguf"),
+    ("llama", ["--gguf", "{root}/none.gguf"], "no GGUF file at"),
+    ("llama", ["--gguf", "{root}/none.gguf", "--max_new_tokens", "0"], "--max_new_tokens must be at least 1"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),

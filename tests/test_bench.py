@@ -1,5 +1,6 @@
 """python -m experiments.bench --quick runs and writes a well-formed report (not that anything is fast). Run: python -m pytest tests/test_bench.py"""
 
+import importlib.util
 import json
 
 from experiments import bench
@@ -13,7 +14,11 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     results = json.loads((tmp_path / "B.json").read_text())
     for section in ("train", "memory", "input", "generate", "prepare"):
         assert f"## {section}" in report and results[section]
-    assert results["command"].startswith("python -m experiments.bench --quick")
+    if importlib.util.find_spec("llama_cpp"):  # llama.cpp's four files beside our three
+        assert [(r["engine"], r["model"]) for r in results["llama"]] == [
+            *(("ours", m) for m in ("float32", "bfloat16", "ternary")), *(("llama.cpp", m) for m in ("F32", "Q8_0", "TQ2_0", "TQ1_0"))]
+        assert all(r["tok_s"] > 0 and r["peak_rss"] > 0 for r in results["llama"])
+    assert results["measured"]["train"]["command"].startswith("python -m experiments.bench --quick")
     train = results["train"]
     assert {(r["shape"], r["input"]) for r in train} == {(s, i) for s in SHAPES for i in INPUTS}
     assert all(r["ms"] > 0 and r["mfu"] > 0 for r in train)  # (MFU against a peak measured at another moment:
@@ -34,3 +39,14 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     generate = results["generate"]
     assert len(generate) == 8 and {(r["batch"], r["kv_cache"]) for r in generate} == {(1, True), (1, False), (8, True), (8, False)}
     assert all(r["tok_s"] > 0 and 0 < r["first_token_ms"] < 1000 * r["seconds"] for r in generate)
+
+
+def test_a_section_measured_again_replaces_only_itself(tmp_path):
+    out = tmp_path / "B.md"
+    out.write_text("# Benchmarks\n\nintro\n\n## train\n\nkept as it was\n\n## prepare\n\nan old measurement\n")
+    bench.main(["--quick", "--sections", "generate", "--out", str(out)])
+    report = out.read_text()
+    assert "## train\n\nkept as it was" in report and "an old measurement" in report
+    assert report.index("## train") < report.index("## generate") < report.index("## prepare")  # the sections' order
+    assert "`python -m experiments.bench --quick --sections generate --out " in report.split("## generate")[1]
+    assert list(json.loads((tmp_path / "B.json").read_text())["measured"]) == ["generate"]

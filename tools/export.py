@@ -1,10 +1,14 @@
-"""Export a trained checkpoint: to a Hugging Face transformers folder, or a packed ternary file.
+"""Export a trained checkpoint: to a Hugging Face transformers folder, a packed ternary file, or GGUF.
 
     python -m tools.export --ckpt out/                      # -> out/hf/, loads with AutoModelForCausalLM (hf.py)
     python -m tools.export --ckpt out-ternary/              # a body='ternary' run -> out-ternary/model.ternary.pt
     python sample.py --ckpt out-ternary/model.ternary.pt    # integer CPU inference from it
+    python -m tools.export --ckpt out/ --format gguf --gguf_type Q8_0   # -> out/model.q8_0.gguf for llama.cpp
 
 --format picks the kind; by default a float body goes to hf, a ternary body to ternary.
+
+gguf: one file llama.cpp loads (architecture gptneox, the tokenizer inside); a float body as
+F32, F16 or Q8_0, a ternary body as TQ2_0 or TQ1_0; what is stored and how is in gguf.py.
 
 hf: GPT-NeoX weights (model.safetensors), config.json, generation_config.json, the tokenizer
 as tokenizer.json, and a model card; how our GPT maps onto NeoX is in hf.py.
@@ -25,23 +29,33 @@ from pathlib import Path
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, packed_ternary
-from tablefree.common import ArgumentParser, check_output, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
+from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
 from tools.hf import export_hf
 
 
 def main(argv=None):
     p = ArgumentParser(prog="python -m tools.export", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
-    p.add_argument("--format", choices=("hf", "ternary"), help="default: hf for a float body, ternary for a ternary one")
-    p.add_argument("--out", help="the folder (hf) or file (ternary) to write (default: hf/ or model.ternary.pt "
-                   "beside the checkpoint)")
+    p.add_argument("--format", choices=("hf", "ternary", "gguf"), help="default: hf for a float body, ternary for "
+                   "a ternary one")
+    p.add_argument("--gguf_type", choices=FLOAT_TYPES + TERNARY_TYPES, help="gguf: the body's weights (default: F32 "
+                   "for a float body, TQ2_0 for a ternary one)")
+    p.add_argument("--out", help="the folder (hf) or file (ternary, gguf) to write (default: hf/, model.ternary.pt "
+                   "or model.<type>.gguf beside the checkpoint)")
     with user_errors("export.py"):
         args = p.parse_args(argv)
         ckpt = load_checkpoint(args.ckpt)
         model = build_model(ckpt)
         fmt = args.format or ("hf" if model.config.body == "float" else "ternary")
-        out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / ("hf" if fmt == "hf" else "model.ternary.pt")
-        if fmt == "hf":
+        gguf_type = args.gguf_type or ("F32" if model.config.body == "float" else "TQ2_0")
+        if args.gguf_type and fmt != "gguf":
+            raise UserError(f"--gguf_type is for --format gguf, not {fmt}; add --format gguf or drop --gguf_type")
+        names = {"hf": "hf", "ternary": "model.ternary.pt", "gguf": f"model.{gguf_type.lower()}.gguf"}
+        out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / names[fmt]
+        if fmt == "gguf":
+            write_gguf(model, ckpt, check_output(out, "--out"), gguf_type)
+        elif fmt == "hf":
             export_hf(model, ckpt, out)
         else:
             contents = packed_ternary(model, ckpt)  # refuses a float body before anything is written

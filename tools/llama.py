@@ -1,0 +1,104 @@
+"""Run a GGUF file of ours in llama.cpp (through the llama-cpp-python package), or check it against ours.
+
+    python -m tools.export --ckpt out/ --format gguf --gguf_type Q8_0     # -> out/model.q8_0.gguf
+    python -m tools.llama --gguf out/model.q8_0.gguf --start "ROMEO:" --max_new_tokens 64
+    python -m tools.llama --gguf out/model.q8_0.gguf --check out/         # greedy tokens: llama.cpp's vs ours
+    llama-cli -m out/model.q8_0.gguf -p "ROMEO:" -n 64                    # the same file in llama.cpp's own CLI
+
+Sampling is llama.cpp's own: temperature and top-k as sample.py has them (top-p, min-p and the
+repetition penalty off), greedy at --temperature 0. The text goes to stdout, the speed to stderr.
+
+--check CKPT: from --prompts prompts of 16 tokens spread over the validation split of the
+checkpoint's dataset, 32 greedy tokens each, llama.cpp's (argmax of its logits) and ours
+(GPT.generate; a packed .ternary.pt decodes with integer matmuls), and how many agree.
+"""
+
+import codecs
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.common import ArgumentParser, require, user_errors
+from tablefree.data import read_meta, split_ids
+from tools.llamacpp import greedy, load_llama
+
+PROMPT_TOKENS, NEW_TOKENS = 16, 32  # --check's prompts and continuations
+
+
+def parse_args(argv=None):
+    p = ArgumentParser(prog="python -m tools.llama", description=__doc__.split("\n")[0])
+    p.add_argument("--gguf", required=True, help="a .gguf file that python -m tools.export --format gguf wrote")
+    p.add_argument("--start", default="\n", help="prompt text ('<|endoftext|>' begins a new document)")
+    p.add_argument("--max_new_tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
+    p.add_argument("--top_k", type=int, default=200)
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--check", help="a run directory or checkpoint to compare greedy tokens with, instead of generating")
+    p.add_argument("--prompts", type=int, default=8, help="--check: how many held-out prompts")
+    p.add_argument("--data_dir", default="data", help="--check: where the checkpoint's dataset is")
+    args = p.parse_args(argv)
+    require(args.max_new_tokens >= 1, "--max_new_tokens", args.max_new_tokens, "at least 1")
+    require(args.temperature >= 0, "--temperature", args.temperature, "at least 0")
+    require(min(args.top_k, args.threads, args.prompts) >= 1, "--top_k, --threads and --prompts",
+            (args.top_k, args.threads, args.prompts), "at least 1")
+    return args
+
+
+def generate(args):
+    """Stream llama.cpp's continuation of --start to stdout; its speed to stderr."""
+    llm = load_llama(args.gguf, args.threads, seed=args.seed)
+    prompt = llm.tokenize(args.start.encode(), add_bos=False, special=True)
+    require(len(prompt) >= 1, "--start", args.start, "text that has at least one token")
+    print(args.start, end="", flush=True)
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span tokens
+    started, new = time.perf_counter(), []
+    for token in llm.generate(prompt, top_k=args.top_k, top_p=1.0, min_p=0.0, temp=args.temperature, repeat_penalty=1.0):
+        if token == llm.token_eos() or len(new) == args.max_new_tokens:
+            break
+        new.append(token)
+        print(text.decode(llm.detokenize(new[-1:])), end="", flush=True)
+    seconds = time.perf_counter() - started
+    print(flush=True)
+    print(f"llama.cpp: {len(new)} tokens in {seconds:.2f} s, {len(new) / seconds:.1f} tokens/s ({args.threads} threads)",
+          file=sys.stderr)
+    llm.close()
+
+
+def check(args):
+    """Greedy continuations of held-out prompts in llama.cpp and in our model: printed, and returned."""
+    ckpt = load_checkpoint(args.check)
+    ours = build_model(ckpt).eval()
+    data = Path(args.data_dir) / ckpt["settings"]["dataset"]
+    ids = split_ids(data, read_meta(data), "val")
+    starts = np.linspace(0, len(ids) - PROMPT_TOKENS - 1, args.prompts).astype(int)
+    llm = load_llama(args.gguf, args.threads, logits_all=True)
+    same, first = 0, []
+    for start in starts:
+        prompt = ids[start:start + PROMPT_TOKENS].tolist()
+        with torch.no_grad():
+            mine = torch.cat(list(ours.generate(torch.tensor([prompt]), NEW_TOKENS, temperature=0)), dim=1)[0].tolist()
+        theirs = greedy(llm, prompt, NEW_TOKENS)
+        same += theirs == mine
+        first.append(next((i for i, (a, b) in enumerate(zip(theirs, mine)) if a != b), NEW_TOKENS))
+    llm.close()
+    print(f"{args.gguf}: {same} of {len(starts)} held-out prompts of {data} give the same {NEW_TOKENS} greedy tokens in "
+          f"llama.cpp as in {args.check}; the first token that differs, per prompt: {first} ({NEW_TOKENS}: none)")
+    return same, first
+
+
+def main(argv=None):
+    with user_errors("llama.py"):
+        args = parse_args(argv)
+        if args.check:
+            check(args)
+        else:
+            generate(args)
+
+
+if __name__ == "__main__":
+    main()
