@@ -100,3 +100,17 @@ def test_the_file_says_its_table_is_derived_and_the_runner_reads_it(runs, capsys
     enc = load_encoding(load_checkpoint(runs / "binary")["tokenizer"])
     assert printed.out.startswith("The crown of the" + enc.decode(tokens))  # llama.cpp's greedy sampler, our tokens
     assert "tokens/s" in printed.err
+
+
+def test_ternary_types_store_the_ternary_weights_exactly(runs):
+    """TQ2_0 and TQ1_0 read back as W_t x gamma, with gamma rounded to float16: every weight."""
+    import gguf
+    from tools.gguf import ternary_of
+
+    model = build_model(load_checkpoint(runs / "ternary"))
+    w_t, gamma = ternary_of(model.h[1].mlp.c_fc)
+    for kind in ("tq2_0", "tq1_0"):
+        tensor = next(t for t in gguf.GGUFReader(runs / "ternary" / f"model.{kind}.gguf").tensors
+                      if t.name == "blk.1.ffn_up.weight")
+        stored = gguf.quants.dequantize(tensor.data, tensor.tensor_type)  # (out, in)
+        assert np.array_equal(stored, w_t.numpy() * np.float32(np.float16(gamma.item())))
