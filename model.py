@@ -224,6 +224,9 @@ class KroneckerInput(nn.Module):
     no (B, T, D) code is built either: a z-normalised code holds `hot` on its L cells and `cold`
     on the rest, so W kappa = (hot - cold) * (sum of W's columns at the L cells) + cold * W 1,
     an embedding bag over W's columns plus a constant (tested against the dense definition).
+    W is kept transposed, as `cells` (D, n_embd): one row per byte x position cell, so the bag
+    gathers contiguous rows; and a token's cells past its length, whose weight is 0, are
+    skipped (they point at a zero padding row). Checkpoints that hold W as `weight` still load.
     """
 
     def __init__(self, config, vocab):
@@ -237,13 +240,18 @@ class KroneckerInput(nn.Module):
                              f"{max(32, longest)} or less")
         self.pos_dim = config.pos_dim
         D = 256 * config.pos_dim
-        self.weight = nn.Parameter(torch.randn(config.n_embd, D) / math.sqrt(D))  # (n_embd, D)
+        self.cells = nn.Parameter(torch.randn(config.n_embd, D).t().contiguous() / math.sqrt(D))  # (D, n_embd): W^T
         # the bytes of every token; persistent, so a checkpoint carries its own code
         token_bytes, lengths = byte_buffer(vocab, config.pos_dim) if vocab is not None else (
             torch.zeros(config.vocab_size, config.pos_dim, dtype=torch.uint8),  # from a state dict
             torch.zeros(config.vocab_size, dtype=torch.long))
         self.register_buffer("token_bytes", token_bytes)  # (V, pos_dim) uint8
         self.register_buffer("lengths", lengths)  # (V,) int64
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if prefix + "weight" in state_dict:  # a checkpoint from before `cells`: W as (n_embd, D)
+            state_dict[prefix + "cells"] = state_dict.pop(prefix + "weight").t().contiguous()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def add_tokens(self, pieces, new_bytes, source):
         """New words are coded by their bytes, free: the projection W is shared by every token."""
@@ -254,14 +262,17 @@ class KroneckerInput(nn.Module):
 
     def forward(self, idx):
         B, T = idx.size()
+        D = self.cells.size(0)
         positions = torch.arange(self.pos_dim, device=idx.device)  # (pos_dim,)
         lengths = self.lengths[idx]  # (B, T)
-        cells = self.token_bytes[idx].long() * self.pos_dim + positions  # (B, T, pos_dim)
+        live = positions < lengths.unsqueeze(-1)  # (B, T, pos_dim): the token's L cells
+        cells = (self.token_bytes[idx].long() * self.pos_dim + positions).masked_fill(~live, D)  # D: the padding row
         hot, cold = kronecker_values(lengths, self.pos_dim)  # (B, T) each
-        weights = (hot - cold).unsqueeze(-1) * (positions < lengths.unsqueeze(-1))  # (B, T, pos_dim)
-        x = F.embedding_bag(cells.view(B * T, -1), self.weight.t(), per_sample_weights=weights.view(B * T, -1),
-                            mode="sum")  # (B * T, n_embd)
-        x = x + cold.view(B * T, 1) * self.weight.sum(dim=1)  # every cell holds at least `cold`
+        weights = (hot - cold).unsqueeze(-1).expand(B, T, self.pos_dim)  # (B, T, pos_dim)
+        padded = torch.cat([self.cells, self.cells.new_zeros(1, self.cells.size(1))])  # (D + 1, n_embd)
+        x = F.embedding_bag(cells.view(B * T, -1), padded, per_sample_weights=weights.reshape(B * T, -1), mode="sum",
+                            padding_idx=D)  # (B * T, n_embd)
+        x = x + cold.view(B * T, 1) * self.cells.sum(dim=0)  # every cell holds at least `cold`
         return x.view(B, T, -1)  # (B, T, n_embd)
 
 
