@@ -218,15 +218,12 @@ class AffineCodeInput(BinaryCodeInput):
 class KroneckerInput(nn.Module):
     """x(t) = W kappa(t): the byte x position code of token t's bytes, one learned projection.
 
-    Kronecker Embeddings (2026, arXiv:2605.29459), exactly as the reference package
-    `kronecker-embeddings` 0.1.1: W is a bias-free Linear(D, n_embd), D = 256 * pos_dim, drawn
-    from N(0, 1/sqrt(D)). Only a (V, pos_dim) byte buffer is stored, never a (V, D) table, and
-    no (B, T, D) code is built either: a z-normalised code holds `hot` on its L cells and `cold`
-    on the rest, so W kappa = (hot - cold) * (sum of W's columns at the L cells) + cold * W 1,
-    an embedding bag over W's columns plus a constant (tested against the dense definition).
-    W is kept transposed, as `cells` (D, n_embd): one row per byte x position cell, so the bag
-    gathers contiguous rows; and a token's cells past its length, whose weight is 0, are
-    skipped (they point at a zero padding row). Checkpoints that hold W as `weight` still load.
+    Kronecker Embeddings (2026, arXiv:2605.29459), as the package `kronecker-embeddings` 0.1.1:
+    W a bias-free Linear(D, n_embd), D = 256 * pos_dim, from N(0, 1/sqrt(D)). Stored: a (V,
+    pos_dim) byte buffer, never a (V, D) table. A z-normalised code holds `hot` on its L cells
+    and `cold` elsewhere, so W kappa = (hot - cold) * (W's columns at the L cells, summed) +
+    cold * W 1: an embedding bag over W^T's rows, kept as `cells` (D, n_embd) so they are
+    contiguous, with the cells past a token's length sent to a zero padding row the bag skips.
     """
 
     def __init__(self, config, vocab):
@@ -235,11 +232,9 @@ class KroneckerInput(nn.Module):
             raise ValueError(f"the tokenizer has {len(vocab)} tokens but vocab_size is {config.vocab_size}")
         longest = max((len(b) for b in vocab), default=0) if vocab is not None else 0
         if vocab is not None and config.pos_dim > max(32, longest):  # 32: the package's default, whatever the tokens
-            raise ValueError(f"pos_dim={config.pos_dim} is more than the longest token's {longest} bytes (and the "
-                             f"package's default 32): the positions past it are always empty; give --pos_dim="
-                             f"{max(32, longest)} or less")
-        self.pos_dim = config.pos_dim
-        D = 256 * config.pos_dim
+            raise ValueError(f"pos_dim={config.pos_dim} is more than the longest token's {longest} bytes (and the package's "
+                             f"default 32): the positions past it are always empty; give --pos_dim={max(32, longest)} or less")
+        self.pos_dim, D = config.pos_dim, 256 * config.pos_dim
         self.cells = nn.Parameter(torch.randn(config.n_embd, D).t().contiguous() / math.sqrt(D))  # (D, n_embd): W^T
         # the bytes of every token; persistent, so a checkpoint carries its own code
         token_bytes, lengths = byte_buffer(vocab, config.pos_dim) if vocab is not None else (
@@ -249,7 +244,7 @@ class KroneckerInput(nn.Module):
         self.register_buffer("lengths", lengths)  # (V,) int64
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        if prefix + "weight" in state_dict:  # a checkpoint from before `cells`: W as (n_embd, D)
+        if prefix + "weight" in state_dict:  # a checkpoint from before `cells` holds W (n_embd, D)
             state_dict[prefix + "cells"] = state_dict.pop(prefix + "weight").t().contiguous()
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
@@ -261,17 +256,15 @@ class KroneckerInput(nn.Module):
         return {}
 
     def forward(self, idx):
-        B, T = idx.size()
-        D = self.cells.size(0)
+        (B, T), D = idx.size(), self.cells.size(0)
         positions = torch.arange(self.pos_dim, device=idx.device)  # (pos_dim,)
         lengths = self.lengths[idx]  # (B, T)
         live = positions < lengths.unsqueeze(-1)  # (B, T, pos_dim): the token's L cells
         cells = (self.token_bytes[idx].long() * self.pos_dim + positions).masked_fill(~live, D)  # D: the padding row
         hot, cold = kronecker_values(lengths, self.pos_dim)  # (B, T) each
-        weights = (hot - cold).unsqueeze(-1).expand(B, T, self.pos_dim)  # (B, T, pos_dim)
         padded = torch.cat([self.cells, self.cells.new_zeros(1, self.cells.size(1))])  # (D + 1, n_embd)
-        x = F.embedding_bag(cells.view(B * T, -1), padded, per_sample_weights=weights.reshape(B * T, -1), mode="sum",
-                            padding_idx=D)  # (B * T, n_embd)
+        x = F.embedding_bag(cells.view(B * T, -1), padded, padding_idx=D, mode="sum",
+                            per_sample_weights=(hot - cold).view(B * T, 1).expand(-1, self.pos_dim))  # (B * T, n_embd)
         x = x + cold.view(B * T, 1) * self.cells.sum(dim=0)  # every cell holds at least `cold`
         return x.view(B, T, -1)  # (B, T, n_embd)
 
@@ -302,10 +295,9 @@ class FrozenCodeInput(BinaryCodeInput):
         dim = frozen_dim(config)
         super().__init__(config, bits=dim)
         V = config.vocab_size
-        if source is None:  # placeholders that a state dict fills (and resizes, for a source of another width)
-            packed = torch.zeros(V, -(-dim // 8), dtype=torch.uint8)
-            mean, components = torch.zeros(config.n_embd), torch.zeros(dim, config.n_embd)
-            digest, shape = torch.zeros(32, dtype=torch.uint8), torch.zeros(2, dtype=torch.long)
+        if source is None:  # placeholders a state dict fills (and resizes, for a source of another width)
+            packed, digest = torch.zeros(V, -(-dim // 8), dtype=torch.uint8), torch.zeros(32, dtype=torch.uint8)
+            mean, components, shape = torch.zeros(config.n_embd), torch.zeros(dim, config.n_embd), torch.zeros(2).long()
         else:
             if source.dim() != 2 or source.size(0) != V:
                 raise ValueError(f"the frozen codes' source table is {tuple(source.shape)} but the vocabulary has "
@@ -386,8 +378,6 @@ class GPTConfig:
         for key in ("block_size", "n_layer", "n_head", "n_embd"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be at least 1, not {getattr(self, key)}")
-        if self.mlp_width < 0:
-            raise ValueError(f"mlp_width must be at least 0 (0 is 4 * n_embd), not {self.mlp_width}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
         if self.rope_base <= 0 or self.code_seed < 0:
@@ -399,8 +389,9 @@ class GPTConfig:
         if self.tie_weights and self.input != "learned":
             raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} "
                              f"has none, set tie_weights=False")
-        if self.pos_dim < 1 or self.code_dim < 1:
-            raise ValueError(f"pos_dim and code_dim must be at least 1, not {self.pos_dim} and {self.code_dim}")
+        if self.pos_dim < 1 or self.code_dim < 1 or self.mlp_width < 0:
+            raise ValueError(f"pos_dim and code_dim must be at least 1 and mlp_width at least 0 (0 is 4 * n_embd), "
+                             f"not {self.pos_dim}, {self.code_dim} and {self.mlp_width}")
         if (self.input == "frozen") != bool(self.codes_from):
             raise ValueError(f"codes_from names the table frozen codes are derived from (a learned run's "
                              f"directory or a V x d tensor file): set it for input='frozen' and only then, "
@@ -493,17 +484,14 @@ class GPT(nn.Module):
         return [LayerKV(self.config.block_size) for _ in self.h]
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
-                 generator=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
         """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
 
         temperature 0 is greedy. The context of each prediction is a window of at most
         block_size tokens, idx[:, start:]; when a new token would overflow it, the window
         restarts from the last block_size // 2 tokens. With the cache each step runs only the
-        newest token through the model (the whole window at a restart); without it each step
-        recomputes the whole window (the reference path). Both see the same windows, so they
-        choose the same tokens, before and after the window first fills.
-        """
+        newest token (the whole window at a restart); without it each step recomputes the
+        window (the reference path). Both see the same windows, so choose the same tokens."""
         block_size = self.config.block_size
         start = max(0, idx.size(1) - block_size)  # where the context window begins
         cache = None

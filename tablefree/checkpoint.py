@@ -19,7 +19,8 @@ import torch
 from model import GPT, GPTConfig, Rotary, make_input
 from tablefree.common import UserError, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
-from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary, pack_ternary
+from tablefree import kernel
+from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary, pack_ternary
 
 CKPT_NAME = "ckpt.pt"
 FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
@@ -196,17 +197,19 @@ def tensors_sha256(rest, layers):
 
 def build_packed(config, ckpt):
     """A GPT from a packed ternary export whose body never exists in float: the model is built
-    on the meta device (shapes, no memory), each ternary Linear is replaced by an int8 one from
-    its packed weights, and the rest is loaded in float32 from the file."""
+    on the meta device (shapes, no memory), each ternary Linear is replaced by a packed one from
+    its 2-bit weights (kept at 2 bits for the C kernel, else unpacked to int8; one line on stderr
+    says which), and the rest is loaded in float32 from the file."""
     with torch.device("meta"):
         model = GPT(config)
     model.wte = make_input(config)  # real modules for the parts with derived (unsaved) buffers
     model.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
     for name, layer in ckpt["ternary"].items():
         parent, child = name.rsplit(".", 1)
-        setattr(model.get_submodule(parent), child, Int8TernaryLinear(layer["packed"], layer["in_features"], layer["gamma"]))
+        setattr(model.get_submodule(parent), child,
+                PackedTernaryLinear(layer["packed"], layer["in_features"], layer["gamma"], lib=kernel.kernel()))
     rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
-    int8_buffers = {f"{name}.{buffer}" for name in ckpt["ternary"] for buffer in ("weight", "gamma")}
+    int8_buffers = {f"{name}.{buffer}" for name in ckpt["ternary"] for buffer in ("weight", "codes", "gamma")}
     if set(rest) & int8_buffers:
         raise ValueError("the packed file holds a float copy of a ternary layer's weight")
     missing, unexpected = model.load_state_dict(rest, strict=False, assign=True)
@@ -216,6 +219,7 @@ def build_packed(config, ckpt):
         model.lm_head.weight = model.wte.weight
     if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
         raise ValueError("the packed file leaves part of the model without weights")
+    print(f"ternary matmul: {kernel.describe()}", file=sys.stderr)
     return model
 
 

@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from tablefree import kernel
+
 EPS = 1e-5  # keeps gamma and s finite for an all-zero weight or activation
 
 
@@ -82,23 +84,36 @@ def unpack_ternary(packed, in_features):
     return codes.to(torch.int8) - 3 * (codes == 2).to(torch.int8)  # 2 -> -1
 
 
-class Int8TernaryLinear(nn.Module):
-    """A BitLinear for inference, from its packed weights: int8 ternary weights in memory (1 byte
-    each, never a float copy) and int8 activations, multiplied into int32 by torch._int_mm, then
-    one float rescale per row: the same numbers BitLinear computes in float.
+class PackedTernaryLinear(nn.Module):
+    """A BitLinear for inference, from its packed weights: int8 activations, int32 sums of
+    integer products, then one float rescale per row: the same numbers BitLinear computes in float.
 
-    The weight is kept (out, in), as nn.Linear's, and handed to _int_mm transposed: on our
-    2-core CPU that was faster than a contiguous (in, out) copy."""
+    The weights stay at 2 bits in memory and multiply in the C kernel (tablefree/kernel.py) when
+    `lib` is given; else they are unpacked to int8 (1 byte each, never a float copy) and multiply
+    in torch._int_mm, kept (out, in) as nn.Linear's and handed over transposed (on our 2-core CPU
+    that was faster than a contiguous (in, out) copy). Both are exact, so both give one answer."""
 
-    def __init__(self, packed, in_features, gamma, bias=None):
+    def __init__(self, packed, in_features, gamma, bias=None, lib=None):
         super().__init__()
-        self.register_buffer("weight", unpack_ternary(packed, in_features))  # (out, in) int8
+        self.in_features, self.lib = in_features, lib
+        w_t = unpack_ternary(packed, in_features)  # (out, in) int8, checked
+        if lib is None:
+            self.register_buffer("weight", w_t)
+        else:
+            self.register_buffer("codes", kernel.repack(w_t))  # (out, in rounded up to 128 / 4) uint8
         self.register_buffer("gamma", gamma.float())
         self.bias = bias
+
+    def ternary(self):
+        """W_t, int8 (out, in) in {-1, 0, 1}."""
+        return self.weight if self.lib is None else kernel.unrepack(self.codes, self.in_features)
 
     def forward(self, x):
         x_q, scale = absmax_int8(x.float())
         rows = x_q.to(torch.int8).flatten(0, -2)  # (N, in)
-        y = torch._int_mm(rows, self.weight.T)  # (N, out) int32 sums, exactly
+        if self.lib is None:
+            y = torch._int_mm(rows, self.weight.T)  # (N, out) int32 sums, exactly
+        else:
+            y = kernel.matmul(self.lib, rows, self.codes, self.in_features)  # the same sums
         y = y.view(*x.shape[:-1], -1) * (self.gamma / scale)  # int32 x float32 -> float32, one rounding
         return y if self.bias is None else y + self.bias

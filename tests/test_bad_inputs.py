@@ -200,7 +200,7 @@ CASES = [
      "sha256 differs"),
     # settings whose useful range only the data tells
     ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; prepare the data with --vocab_size 512"),
-    ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width must be at least 0 (0 is 4 * n_embd), not -1"),
+    ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width at least 0 (0 is 4 * n_embd), not 16, 512 and -1"),
     ("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"),
     ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; drop --init_from"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim=100000 is more than the longest token's"),

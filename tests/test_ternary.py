@@ -13,7 +13,7 @@ from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary, read_log, tensors_sha256
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.ternary import (BitLinear, Int8TernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
+from tablefree.ternary import (BitLinear, PackedTernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
                      unpack_ternary)
 from tools import export
 
@@ -74,9 +74,9 @@ def trained_ternary(kind="binary", steps=40):
 def test_export_decodes_the_training_models_tokens(kind):
     model, ckpt = trained_ternary(kind)
     packed = build_model(packed_ternary(model, ckpt)).eval()
-    layers = [m for m in packed.modules() if isinstance(m, Int8TernaryLinear)]
+    layers = [m for m in packed.modules() if isinstance(m, PackedTernaryLinear)]
     assert len(layers) == 2 * 4 and not any(isinstance(m, BitLinear) for m in packed.modules())
-    assert all(m.weight.dtype == torch.int8 for m in layers)  # no float copy of the body
+    assert all(m.ternary().dtype == torch.int8 for m in layers)  # no float copy of the body
     prompt = torch.tensor([[5, 17, 99, 3, 250]])
     with torch.no_grad():
         theirs, ours = packed(prompt, all_positions=True)[0], model(prompt, all_positions=True)[0]

@@ -20,7 +20,7 @@ and the input code's buffers (nothing for binary, A and b for affine, the packed
 frozen) as trained; with the config and the tokenizer. It is a dict of tensors and plain
 values, read with torch.load(weights_only=True) like a checkpoint, so sample.py and evaluate.py load
 it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 weights and
-multiply in integers (ternary.Int8TernaryLinear).
+multiply in integers (ternary.PackedTernaryLinear: at 2 bits in the C kernel, tablefree/kernel.py, or as int8).
 """
 
 import sys

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from tablefree.common import UserError, replacing
-from tablefree.ternary import BitLinear, Int8TernaryLinear, absmean_ternary
+from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary
 from tablefree.tokenizer import EOT, GPT2_PATTERN, byte_to_unicode, parse_ranks
 from tools.hf import bpe_merges
 
@@ -75,8 +75,8 @@ def check_type(config, pattern, gguf_type):
 
 def ternary_of(module):
     """(W_t float32 (out, in) in {-1, 0, 1}, gamma) of a training or an inference ternary Linear."""
-    if isinstance(module, Int8TernaryLinear):
-        return module.weight.float(), module.gamma.float()
+    if isinstance(module, PackedTernaryLinear):
+        return module.ternary().float(), module.gamma.float()
     return absmean_ternary(module.weight.detach().float())
 
 
@@ -94,7 +94,7 @@ def tensors(model, gguf_type):
         return array(ln.weight), array(ln.bias) if ln.bias is not None else zeros(c.n_embd, np.float32)
 
     def matrix(linear):  # (weights as stored, bias or zeros)
-        if isinstance(linear, (BitLinear, Int8TernaryLinear)):
+        if isinstance(linear, (BitLinear, PackedTernaryLinear)):
             w_t, gamma = ternary_of(linear)
             weight = array(w_t * gamma)  # every block's max |w| is gamma: quantised back to exactly w_t, gamma
         else:
