@@ -210,8 +210,9 @@ def bench_train(args):
             learned = same["learned"]
             for kind in ("binary", "affine", "kronecker"):
                 r = same[kind]
-                met = "met" if r["ms"] <= learned["ms"] else "NOT met"
-                target = "no slower, " + met if kind != "kronecker" else "overhead against learned, no target"
+                limit = 1.01 if kind == "kronecker" else 1.0  # the Kronecker paper: 0.01-0.24% step-time overhead
+                met = "met" if r["ms"] <= limit * learned["ms"] else "NOT met"
+                target = ("no slower, " if kind != "kronecker" else "overhead at most 1%, ") + met
                 table.append(f"- {shape}, {'compiled' if compiled else 'eager'}: {kind} {r['ms']:.1f} ms vs learned "
                              f"{learned['ms']:.1f} ms ({r['ms'] / learned['ms']:.2f}x; spreads {100 * r['spread']:.0f}% and "
                              f"{100 * learned['spread']:.0f}%): {target}")
