@@ -102,6 +102,7 @@ class PackedTernaryLinear(nn.Module):
         else:
             self.register_buffer("codes", kernel.repack(w_t))  # (out, in rounded up to 128 / 4) uint8
         self.register_buffer("gamma", gamma.float())
+        self.gamma_value = self.gamma.item()  # for the C call, read once
         self.bias = bias
 
     def ternary(self):
@@ -109,11 +110,11 @@ class PackedTernaryLinear(nn.Module):
         return self.weight if self.lib is None else kernel.unrepack(self.codes, self.in_features)
 
     def forward(self, x):
-        x_q, scale = absmax_int8(x.float())
-        rows = x_q.to(torch.int8).flatten(0, -2)  # (N, in)
-        if self.lib is None:
-            y = torch._int_mm(rows, self.weight.T)  # (N, out) int32 sums, exactly
+        if self.lib is not None:  # all of the below in one C call, bit for bit (tests/test_kernel.py)
+            y = kernel.linear(self.lib, x.float().flatten(0, -2), self.codes, self.in_features, self.gamma_value)
+            y = y.view(*x.shape[:-1], -1)
         else:
-            y = kernel.matmul(self.lib, rows, self.codes, self.in_features)  # the same sums
-        y = y.view(*x.shape[:-1], -1) * (self.gamma / scale)  # int32 x float32 -> float32, one rounding
+            x_q, scale = absmax_int8(x.float())
+            y = torch._int_mm(x_q.to(torch.int8).flatten(0, -2), self.weight.T)  # (N, out) int32 sums, exactly
+            y = y.view(*x.shape[:-1], -1) * (self.gamma / scale)  # int32 x float32 -> float32, one rounding
         return y if self.bias is None else y + self.bias

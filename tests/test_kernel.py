@@ -42,5 +42,8 @@ def test_the_kernel_layer_computes_what_the_int8_layer_computes():
     packed, gamma = pack_ternary(w_t), torch.tensor(0.037)
     fast, reference = PackedTernaryLinear(packed, 256, gamma, lib=lib), PackedTernaryLinear(packed, 256, gamma)
     assert fast.codes.numel() == 48 * 256 // 4 and not hasattr(fast, "weight")  # 2 bits a weight in memory
-    x = torch.randn(3, 5, 256)
+    x = torch.randn(3, 5, 256) * torch.logspace(-3, 2, 5).view(1, 5, 1)  # rows of very different scales
+    x[0, 0] = 0  # an all-zero row: the scale's floor
     assert torch.equal(fast(x), reference(x)) and torch.equal(fast.ternary(), reference.ternary())
+    odd = PackedTernaryLinear(pack_ternary(w_t[:, :200]), 200, gamma, lib=lib)  # a row padded to 256 in the kernel
+    assert torch.equal(odd(x[..., :200]), PackedTernaryLinear(pack_ternary(w_t[:, :200]), 200, gamma)(x[..., :200]))
