@@ -21,6 +21,7 @@ import torch
 from experiments.bench_infer import DECODE_SHAPE, QUICK_DECODE_SHAPE, bench_ternary
 from experiments.bench_train import ROOT
 from model import GPT, GPTConfig
+from tablefree.checkpoint import tokenizer_state
 from tablefree.tokenizer import GPT2_PATTERN, save_ranks, train_bpe
 from tools.gguf import write_gguf
 
@@ -31,10 +32,9 @@ def bench_tokenizer(vocab_size, folder):
     """A byte-level BPE of vocab_size tokens trained on this repository's docs: a GGUF file
     carries its tokenizer, and random weights need one of the right size."""
     text = "\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
-    ranks = train_bpe([text], vocab_size, progress=False)
-    save_ranks(ranks, Path(folder) / "bench.tiktoken")
-    return {"info": {"name": "bpe", "file": "bench.tiktoken", "pattern": GPT2_PATTERN, "eot_id": vocab_size - 1},
-            "ranks": (Path(folder) / "bench.tiktoken").read_text()}
+    save_ranks(train_bpe([text], vocab_size, progress=False), Path(folder) / "bench.tiktoken")
+    info = {"name": "bpe", "file": "bench.tiktoken", "pattern": GPT2_PATTERN, "eot_id": vocab_size - 1}
+    return tokenizer_state(info, Path(folder) / "bench.tiktoken")
 
 
 def write_ggufs(fields, folder):

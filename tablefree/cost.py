@@ -18,13 +18,12 @@ import torch
 
 from model import GPT
 from tablefree.configurator import model_config
-from tablefree.device import GPU_PEAK_BF16
+from tablefree.device import DTYPES, GPU_PEAK_BF16
 
 PROBE_TOKENS = 32  # tokens per probe sequence: small, and past every shape's constant parts
 MFU = 0.4  # the model FLOPs utilisation the wall times assume
 CLUSTERS = (("H100", 8), ("A100", 8))  # (GPU, how many) the wall time is given for
 GPU_BYTES = 80e9  # an H100's or A100's memory, for the warning
-DTYPES = {"auto": torch.bfloat16, "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
 def saved_bytes(model, idx, dtype):
@@ -77,7 +76,7 @@ def estimate_cost(s, vocab_size, activations=True):
     with torch.device("meta"):
         model = GPT(config)
     counts = model.param_counts()
-    dtype = DTYPES.get(s.dtype, torch.bfloat16)
+    dtype = DTYPES.get(s.dtype, torch.bfloat16)  # 'auto': bfloat16, what a GPU run picks
     tokens_per_step = s.gradient_accumulation_steps * s.batch_size * s.block_size
     per_token = model.flops_per_token()
     evaluations = s.max_iters // s.eval_interval + 1
@@ -115,8 +114,8 @@ def describe_cost(cost):
                      f"{PROBE_TOKENS} tokens and scaled; torch.compile's fusion, DDP's buckets and the allocator's "
                      f"slack are not counted")
     if total > GPU_BYTES:
-        lines.append(f"  more than an 80 GB GPU holds: lower batch_size and raise gradient_accumulation_steps "
-                     f"to keep the tokens per step")
+        lines.append(f"  more than an {GPU_BYTES / 1e9:.0f} GB GPU holds: lower batch_size and raise "
+                     f"gradient_accumulation_steps to keep the tokens per step")
     lines.append(f"wall time at {MFU:.0%} MFU: " + "; ".join(
         f"{name} {duration(hours)} ({three(hours * int(name.split()[0]))} GPU-hours)" for name, hours in cost["hours"].items()))
     return "\n".join(lines)

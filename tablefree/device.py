@@ -3,8 +3,8 @@ GPUs for MFU, and a description of the machine for results files."""
 
 import platform
 import time
-from pathlib import Path
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
@@ -36,21 +36,23 @@ def peak_flops_of(device_type, configured):
     return next((flops for key, flops in GPU_PEAK_BF16.items() if key in name), 0.0)
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # the dtype setting's names
+
+
 def pick_dtype(name, device):
     """(resolved name, dtype, autocast context) for a dtype name on a device.
 
     'auto' is bfloat16 on GPUs that support it (float16 on older ones), float32 elsewhere: on
     a CPU, float32 matmuls are what the tests and the quick start are measured with."""
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     device_type = device.split(":")[0]
     if name == "auto":
         if device_type == "cuda":
             name = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
         else:
             name = "float32"
-    if name not in dtypes:
-        raise UserError(f"dtype must be 'auto' or one of {', '.join(dtypes)}, not {name!r}")
-    dtype = dtypes[name]
+    if name not in DTYPES:
+        raise UserError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {name!r}")
+    dtype = DTYPES[name]
     autocast = nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
     return name, dtype, autocast
 

@@ -33,25 +33,17 @@ the merges recovered from the ranks as hf.py does, end of text as BOS and EOS (n
 
 
 import numpy as np
-import torch
 
 from tablefree.common import UserError, replacing
 from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary
-from tablefree.tokenizer import EOT, GPT2_PATTERN, byte_to_unicode, parse_ranks
-from tools.hf import bpe_merges
+from tablefree.tokenizer import EOT, GPT2_PATTERN, parse_ranks
+from tools.hf import bias_or_zeros, bpe_merges, input_table, spelled
+from tools.llamacpp import gguf_package
 
 FLOAT_TYPES = ("F32", "F16", "Q8_0")
 TERNARY_TYPES = ("TQ2_0", "TQ1_0")
 BLOCK = {"Q8_0": 32, "TQ2_0": 256, "TQ1_0": 256}  # weights per quantisation block, along a row
 FILE_TYPES = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0", "TQ2_0": "MOSTLY_TQ2_0", "TQ1_0": "MOSTLY_TQ1_0"}
-
-
-def gguf_package():
-    try:
-        import gguf
-    except ImportError:
-        raise UserError("--format gguf needs the gguf package: pip install -r requirements-extras.txt") from None
-    return gguf
 
 
 def check_type(config, pattern, gguf_type):
@@ -85,13 +77,12 @@ def tensors(model, gguf_type):
     c = model.config
     table_type = "F32" if gguf_type == "F32" else "F16"
     head_type = {"F32": "F32", "F16": "F16", "Q8_0": "Q8_0"}.get(gguf_type, "F16")
-    zeros = np.zeros
 
     def array(t):
         return t.detach().float().cpu().numpy()
 
     def norm(ln):  # weight, and bias or zeros
-        return array(ln.weight), array(ln.bias) if ln.bias is not None else zeros(c.n_embd, np.float32)
+        return array(ln.weight), array(bias_or_zeros(ln, c.n_embd))
 
     def matrix(linear):  # (weights as stored, bias or zeros)
         if isinstance(linear, (BitLinear, PackedTernaryLinear)):
@@ -99,12 +90,9 @@ def tensors(model, gguf_type):
             weight = array(w_t * gamma)  # every block's max |w| is gamma: quantised back to exactly w_t, gamma
         else:
             weight = array(linear.weight)
-        bias = linear.bias
-        return weight, array(bias) if bias is not None else zeros(weight.shape[0], np.float32)
+        return weight, array(bias_or_zeros(linear, weight.shape[0]))
 
-    with torch.no_grad():
-        table = model.wte(torch.arange(c.vocab_size, device=model.ln_f.weight.device).view(1, -1))[0]
-    out = [("token_embd.weight", array(table), table_type)]
+    out = [("token_embd.weight", array(input_table(model)), table_type)]
     final_w, final_b = norm(model.ln_f)
     out += [("output_norm.weight", final_w, "F32"), ("output_norm.bias", final_b, "F32"),
             ("output.weight", array(model.lm_head.weight), head_type)]
@@ -122,20 +110,19 @@ def tensors(model, gguf_type):
 
 def vocabulary(state, vocab_size):
     """(tokens, token types, merges, eot id) for llama.cpp's gpt2 tokenizer, from a tokenizer state."""
-    to_char = byte_to_unicode()
     ranks, eot = parse_ranks(state["ranks"].encode()), state["info"]["eot_id"]
     tokens = [f"[PAD{i}]" for i in range(vocab_size)]  # ids no token has (none in our BPE) stay unused
     kinds = [5] * vocab_size  # gguf.TokenType: 1 normal, 3 control, 5 unused
     for token, rank in ranks.items():
-        tokens[rank], kinds[rank] = "".join(to_char[b] for b in token), 1
+        tokens[rank], kinds[rank] = spelled(token), 1
     tokens[eot], kinds[eot] = EOT, 3
-    merges = [" ".join("".join(to_char[b] for b in piece) for piece in pair) for pair in bpe_merges(ranks)]
+    merges = [f"{spelled(left)} {spelled(right)}" for left, right in bpe_merges(ranks)]
     return tokens, kinds, merges, eot
 
 
 def write_gguf(model, ckpt, out, gguf_type):
     """Write the model as one GGUF file at out, atomically; refuse what llama.cpp cannot run."""
-    gguf = gguf_package()
+    gguf = gguf_package("--format gguf")
     config = model.config
     check_type(config, ckpt["tokenizer"]["info"]["pattern"], gguf_type)
     tokens, kinds, merges, eot = vocabulary(ckpt["tokenizer"], config.vocab_size)

@@ -23,7 +23,6 @@ activations are quantised too, which NeoX's float Linears cannot express.
 
 import inspect
 import json
-from pathlib import Path
 
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -32,29 +31,44 @@ from tablefree.common import UserError, check_output, replace_folder
 from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 
 
+def input_table(model):
+    """(V, n_embd): the model's input applied to every id, wte(0 .. V-1): the embedding table an
+    engine (transformers' NeoX, llama.cpp) looks tokens up in. Trained only for 'learned'."""
+    with torch.no_grad():
+        return model.wte(torch.arange(model.config.vocab_size, device=model.ln_f.weight.device)[None])[0]
+
+
+def bias_or_zeros(module, n):
+    """module's bias, or zeros (n,) where it has none: NeoX and llama.cpp's gptneox always have one."""
+    return module.bias if module.bias is not None else torch.zeros(n)
+
+
+def spelled(token):
+    """A token's bytes in GPT-2's byte-to-character spelling, as byte-level BPE vocabularies write them."""
+    return "".join(BYTE_CHARS[b] for b in token)
+
+
+BYTE_CHARS = byte_to_unicode()
+
+
 def neox_weights(model):
     """{NeoX parameter name: float32 tensor} for a float-body GPT."""
     c = model.config
     hs = c.n_embd // c.n_head
-
-    def bias(module, n):  # NeoX always has LayerNorm and MLP biases: zeros where we have none
-        return module.bias if module.bias is not None else torch.zeros(n)
-
-    with torch.no_grad():
-        table = model.wte(torch.arange(c.vocab_size)[None])[0]  # (V, n_embd): the input applied to every id
+    table = input_table(model)  # (V, n_embd)
     out = {"gpt_neox.embed_in.weight": table, "embed_out.weight": model.lm_head.weight,
-           "gpt_neox.final_layer_norm.weight": model.ln_f.weight, "gpt_neox.final_layer_norm.bias": bias(model.ln_f, c.n_embd)}
+           "gpt_neox.final_layer_norm.weight": model.ln_f.weight, "gpt_neox.final_layer_norm.bias": bias_or_zeros(model.ln_f, c.n_embd)}
     # our c_attn rows run (q/k/v, head, dim); NeoX's run (head, q/k/v, dim): the same rows, reordered
     order = torch.arange(3 * c.n_embd).view(3, c.n_head, hs).transpose(0, 1).reshape(-1)  # (3 n_embd,)
     for i, block in enumerate(model.h):
         p, attn, mlp = f"gpt_neox.layers.{i}.", block.attn, block.mlp
-        out |= {p + "input_layernorm.weight": block.ln_1.weight, p + "input_layernorm.bias": bias(block.ln_1, c.n_embd),
+        out |= {p + "input_layernorm.weight": block.ln_1.weight, p + "input_layernorm.bias": bias_or_zeros(block.ln_1, c.n_embd),
                 p + "post_attention_layernorm.weight": block.ln_2.weight,
-                p + "post_attention_layernorm.bias": bias(block.ln_2, c.n_embd),
+                p + "post_attention_layernorm.bias": bias_or_zeros(block.ln_2, c.n_embd),
                 p + "attention.query_key_value.weight": attn.c_attn.weight[order],
                 p + "attention.dense.weight": attn.c_proj.weight,
-                p + "mlp.dense_h_to_4h.weight": mlp.c_fc.weight, p + "mlp.dense_h_to_4h.bias": bias(mlp.c_fc, c.mlp_hidden()),
-                p + "mlp.dense_4h_to_h.weight": mlp.c_proj.weight, p + "mlp.dense_4h_to_h.bias": bias(mlp.c_proj, c.n_embd)}
+                p + "mlp.dense_h_to_4h.weight": mlp.c_fc.weight, p + "mlp.dense_h_to_4h.bias": bias_or_zeros(mlp.c_fc, c.mlp_hidden()),
+                p + "mlp.dense_4h_to_h.weight": mlp.c_proj.weight, p + "mlp.dense_4h_to_h.bias": bias_or_zeros(mlp.c_proj, c.n_embd)}
         if c.bias:  # NeoX's attention biases exist only when attention_bias is set
             out |= {p + "attention.query_key_value.bias": attn.c_attn.bias[order], p + "attention.dense.bias": attn.c_proj.bias}
     return {k: v.detach().float().contiguous() for k, v in out.items()}
@@ -99,14 +113,9 @@ def hf_tokenizer(state):
     (tokenizer.load_encoding): the same split pattern, GPT-2's byte-to-character map, the same
     ids, merges recovered from the ranks, and a word that is itself a token taken whole
     (ignore_merges), as tiktoken does."""
-    to_char = byte_to_unicode()
     ranks, pattern, eot = parse_ranks(state["ranks"].encode()), state["info"]["pattern"], state["info"]["eot_id"]
-
-    def text(token):
-        return "".join(to_char[b] for b in token)
-
-    vocab = {text(token): rank for token, rank in ranks.items()} | {EOT: eot}  # added tokens keep their id
-    merges = [(text(a), text(b)) for a, b in bpe_merges(ranks)]
+    vocab = {spelled(token): rank for token, rank in ranks.items()} | {EOT: eot}  # added tokens keep their id
+    merges = [(spelled(a), spelled(b)) for a, b in bpe_merges(ranks)]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(pattern), behavior="isolated"),

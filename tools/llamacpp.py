@@ -16,13 +16,18 @@ import numpy as np
 from tablefree.common import UserError
 
 
-def read_gguf(path):
-    """{key: value} of a GGUF file this project wrote; a one-line error for anything else."""
+def gguf_package(need):
+    """The gguf package (llama.cpp's reader and writer), or the one-line error saying what `need`s it."""
     try:
         import gguf
     except ImportError:
-        raise UserError("reading a GGUF file needs the gguf package: pip install -r requirements-extras.txt") from None
-    path = Path(path)
+        raise UserError(f"{need} needs the gguf package: pip install -r requirements-extras.txt") from None
+    return gguf
+
+
+def read_gguf(path):
+    """{key: value} of a GGUF file this project wrote; a one-line error for anything else."""
+    gguf, path = gguf_package("reading a GGUF file"), Path(path)
     if not path.is_file():
         raise UserError(f"no GGUF file at {path}; write one: python -m tools.export --ckpt <run> --format gguf")
     with open(path, "rb") as f:
