@@ -57,9 +57,9 @@ class Rotary(nn.Module):
 
 
 def apply_rotary(x, rope):
-    """Rotate each (x1, x2) pair of halves of x (B, nh, T, hs) by its position's angle."""
-    cos, sin = (r.type_as(x) for r in rope)  # (T, hs/2), broadcast over B and nh
-    x1, x2 = x.chunk(2, dim=-1)  # (B, nh, T, hs/2) each
+    """Rotate each (x1, x2) pair of halves of x (..., T, hs) by its position's angle."""
+    cos, sin = (r.type_as(x) for r in rope)  # (T, hs/2), broadcast over the leading dimensions
+    x1, x2 = x.chunk(2, dim=-1)  # (..., T, hs/2) each
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
@@ -98,18 +98,14 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.c_attn = body_linear(config, config.n_embd, 3 * config.n_embd)
         self.c_proj = body_linear(config, config.n_embd, config.n_embd)
-        self.resid_dropout = nn.Dropout(config.dropout)
         self.n_head = config.n_head
-        self.n_embd = config.n_embd
         self.dropout = config.dropout
 
     def forward(self, x, rope, kv=None):
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)  # (B, T, C) each
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hs)
+        q, k = apply_rotary(qkv[:2], rope)  # (B, nh, T, hs) each, rotated together
+        v = qkv[2]  # (B, nh, T, hs)
         if kv is None:  # training and full recompute: flash attention where available
             dropout = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
@@ -117,7 +113,7 @@ class CausalSelfAttention(nn.Module):
             k, v, mask = kv.append(k, v)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C), heads side by side
-        return self.resid_dropout(self.c_proj(y))
+        return F.dropout(self.c_proj(y), self.dropout, self.training)
 
 
 class MLP(nn.Module):
@@ -125,12 +121,11 @@ class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.c_fc = body_linear(config, config.n_embd, config.mlp_hidden())
-        self.gelu = nn.GELU()
         self.c_proj = body_linear(config, config.mlp_hidden(), config.n_embd)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+        return F.dropout(self.c_proj(F.gelu(self.c_fc(x))), self.dropout, self.training)
 
 
 class Block(nn.Module):
@@ -460,7 +455,7 @@ class GPT(nn.Module):
             x = block(x, rope, cache[i] if cache else None)
         x = self.ln_f(x)
         if targets is None:
-            return self.lm_head(x if all_positions else x[:, [-1], :]), None  # (B, T or 1, V)
+            return self.lm_head(x if all_positions else x[:, -1:, :]), None  # (B, T or 1, V)
         logits = self.lm_head(x)  # (B, T, V)
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1),
                                ignore_index=-1)  # in float32 even under autocast
@@ -483,7 +478,7 @@ class GPT(nn.Module):
     def new_cache(self):
         return [LayerKV(self.config.block_size) for _ in self.h]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
         """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
 

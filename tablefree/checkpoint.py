@@ -141,20 +141,21 @@ def read_code_source(path, vocab_size):
 
 
 def build_model(ckpt):
-    """The GPT a checkpoint (or a packed export, tools/export.py) describes, with its weights loaded."""
+    """The GPT a checkpoint (or a packed export, tools/export.py) describes, with its weights loaded;
+    its Linears run one-row float32 inference in the C kernel where there is one (kernel.fast_linears)."""
     try:
         config = GPTConfig(**ckpt["model_config"])
         if "ternary" in ckpt:
             if "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
                 raise UserError("the packed file's weights are not the ones it was written with (sha256 differs): "
                                 "it is damaged; export it again from its checkpoint")
-            return build_packed(config, ckpt)
+            return kernel.fast_linears(build_packed(config, ckpt))
         model = GPT(config)
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError, KeyError) as e:
         reason = str(e).splitlines()[0][:200]
         raise UserError(f"checkpoint weights do not fit its model config: {reason}") from None
-    return model
+    return kernel.fast_linears(model)
 
 
 FORMAT = "tablefree-ternary-1"

@@ -95,7 +95,7 @@ class PackedTernaryLinear(nn.Module):
 
     def __init__(self, packed, in_features, gamma, bias=None, lib=None):
         super().__init__()
-        self.in_features, self.lib = in_features, lib
+        self.in_features, self.out_features, self.lib = in_features, packed.size(0), lib
         w_t = unpack_ternary(packed, in_features)  # (out, in) int8, checked
         if lib is None:
             self.register_buffer("weight", w_t)
@@ -111,8 +111,7 @@ class PackedTernaryLinear(nn.Module):
 
     def forward(self, x):
         if self.lib is not None:  # all of the below in one C call, bit for bit (tests/test_kernel.py)
-            y = kernel.linear(self.lib, x.float().flatten(0, -2), self.codes, self.in_features, self.gamma_value)
-            y = y.view(*x.shape[:-1], -1)
+            y = kernel.linear(self.lib, x.float(), self.codes, self.in_features, self.gamma_value)
         else:
             x_q, scale = absmax_int8(x.float())
             y = torch._int_mm(x_q.to(torch.int8).flatten(0, -2), self.weight.T)  # (N, out) int32 sums, exactly

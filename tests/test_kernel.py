@@ -47,3 +47,41 @@ def test_the_kernel_layer_computes_what_the_int8_layer_computes():
     assert torch.equal(fast(x), reference(x)) and torch.equal(fast.ternary(), reference.ternary())
     odd = PackedTernaryLinear(pack_ternary(w_t[:, :200]), 200, gamma, lib=lib)  # a row padded to 256 in the kernel
     assert torch.equal(odd(x[..., :200]), PackedTernaryLinear(pack_ternary(w_t[:, :200]), 200, gamma)(x[..., :200]))
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("out, n", [(96, 768), (7, 16), (1, 8)])  # 7 and 1: rows left over when split in 4s
+def test_the_one_row_float_path_computes_the_linear(dtype, out, n):
+    torch.manual_seed(out)
+    reference = torch.nn.Linear(n, out).to(dtype)
+    fast = kernel.fast_linears(torch.nn.Linear(n, out).to(dtype))
+    fast.load_state_dict(reference.state_dict())
+    assert isinstance(fast, kernel.KernelLinear) and fast.state_dict().keys() == reference.state_dict().keys()
+    x = torch.randn(1, 1, n).to(dtype)
+    exact = x.double() @ reference.weight.double().T + reference.bias.double()  # (1, 1, out)
+    with torch.no_grad():
+        y = fast(x)
+    assert y.shape == (1, 1, out) and y.dtype == dtype
+    ulp = 2.0 ** -23 if dtype == torch.float32 else 2.0 ** -8  # the output's rounding, relative
+    # float32 sums in another order (n roundings at most), then the output's rounding and the bias's
+    assert torch.allclose(y.double(), exact, rtol=2 * ulp, atol=max(n * 2.0 ** -23, 2 * ulp) * exact.abs().max().item())
+    batch = torch.randn(3, n).to(dtype)  # every other case is nn.Linear's own, bit for bit
+    with torch.no_grad():
+        assert torch.equal(fast(batch), reference(batch))
+    assert torch.equal(fast(x), reference(x))  # with gradients on: the training path
+
+
+@needs_kernel
+def test_a_loaded_float_model_decodes_the_tokens_the_training_model_decodes(tmp_path):
+    from dataclasses import asdict
+
+    from model import GPT, GPTConfig
+    from tablefree.checkpoint import build_model
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_head=4, n_embd=64, block_size=64, input="binary")).eval()
+    loaded = build_model({"model": model.state_dict(), "model_config": asdict(model.config), "tokenizer": {}}).eval()
+    assert isinstance(loaded.lm_head, kernel.KernelLinear) and isinstance(loaded.h[0].mlp.c_fc, kernel.KernelLinear)
+    prompt = torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(1))
+    greedy = torch.cat(list(model.generate(prompt, 80, temperature=0)), dim=1)  # past one window restart
+    assert torch.equal(torch.cat(list(loaded.generate(prompt, 80, temperature=0)), dim=1), greedy)
