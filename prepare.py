@@ -4,12 +4,15 @@
     python prepare.py --tokenizer gpt2                 # the same text with GPT-2's 50,257 tokens
     python prepare.py --input 'books/*.txt' --name books --vocab_size 4096
     python prepare.py --dataset fineweb-edu --vocab_size 65536 --max_tokens 17e9 --val_fraction 0.0005
+    python prepare.py --dataset kjv --tokenizer_from data/shakespeare   # new text in a trained model's tokens
+    python prepare.py --sft --input pairs.jsonl --tokenizer_from data/shakespeare --block_size 128 --name task
 
 tablefree/corpus.py reads the text and splits it; this file trains or fetches the tokenizer,
 encodes the text with tiktoken (an end-of-text token after each document) and writes the bins:
 flat arrays of uint16 (V <= 65,536) or uint32 ids. The dataset is built in data/<name>.tmp and
 swapped in whole at the end, so a bad input or a crash leaves the old one as it was. The hub
-datasets need `pip install datasets`.
+datasets need `pip install datasets`. --sft reads prompt/response pairs instead and writes a
+loss mask beside the bins (tablefree/sft.py).
 """
 
 import argparse
@@ -27,6 +30,8 @@ from tqdm import tqdm
 
 from tablefree.common import DATASET_FILES, ArgumentParser, UserError, check_output, replace_folder, require, user_errors
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
+from tablefree.data import read_meta
+from tablefree.sft import describe_bad, write_sft
 from tablefree.tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
 
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
@@ -121,6 +126,11 @@ def train_texts(args, stream):
 
 def build_tokenizer(args, stream, directory):
     """Write tokenizer.tiktoken into directory; return its meta.json entry and its ranks."""
+    if args.tokenizer_from:  # the file copied byte for byte, so train.py can tell it is the same tokenizer
+        info = read_meta(args.tokenizer_from)["tokenizer"]
+        text = (Path(args.tokenizer_from) / info["file"]).read_bytes()
+        (directory / "tokenizer.tiktoken").write_bytes(text)
+        return {**info, "file": "tokenizer.tiktoken"}, parse_ranks(text)
     try:
         if args.tokenizer == "bpe":
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
@@ -169,11 +179,14 @@ def prepare(args):
     except OSError as e:
         raise UserError(f"cannot write to --out_dir {directory.parent}: {e.strerror}; choose another") from None
     check_output(directory, "--name", own=DATASET_FILES)  # a run or the user's folder is never replaced
-    stream, source = open_corpus(args)
+    stream, source = (None, None) if args.sft else open_corpus(args)
     meta = {}
     # built beside the old dataset, which stays whole until the new one is: a bad input, a crash
     # or a full disk halfway leaves it as it was
-    replace_folder(directory, lambda tmp: meta.update(build(args, stream, source, tmp, settings, started)))
+    if args.sft:
+        replace_folder(directory, lambda tmp: meta.update(build_sft(args, tmp, settings, started)))
+    else:
+        replace_folder(directory, lambda tmp: meta.update(build(args, stream, source, tmp, settings, started)))
     for split, s in meta["splits"].items():
         print(f"{split}: {s['tokens']:,} tokens from {s['bytes']:,} bytes of text in {', '.join(s['files'])}")
     print(f"wrote {directory}")
@@ -223,9 +236,28 @@ def build(args, stream, source, directory, settings, started):
             raise UserError(f"the {split} split is empty; give more text or change --val_fraction")
         writer.finish()
         splits[split] = {"files": writer.files, "tokens": writer.tokens, "bytes": writer.bytes}
-    meta = {"source": source, "text_sha256": digest.hexdigest(), "tokenizer": info,
-            "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name, "splits": splits,
-            "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+    return write_meta(directory, {"source": source, "text_sha256": digest.hexdigest()}, info, dtype, splits,
+                      settings, started)
+
+
+def build_sft(args, directory, settings, started):
+    """Prompt/response pairs (tablefree/sft.py) into directory: tokenizer, bins, masks, meta.json."""
+    info, ranks = build_tokenizer(args, None, directory)
+    dtype = id_dtype(info["vocab_size"])
+    paths = input_paths(args.input)
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    splits, sft = write_sft(paths, make_encoding(info, ranks), args.block_size, args.val_fraction, dtype, directory)
+    print(f"{sft['examples']:,} examples kept; {describe_bad(sft['bad_rows'])}")
+    return write_meta(directory, {"source": " ".join(paths), "text_sha256": digest.hexdigest(), "sft": sft}, info,
+                      dtype, splits, settings, started)
+
+
+def write_meta(directory, about, info, dtype, splits, settings, started):
+    """Write directory/meta.json (what the data is, its tokenizer, ids and splits); return it."""
+    meta = {**about, "tokenizer": info, "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name,
+            "splits": splits, "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "seconds": time.perf_counter() - started}
     (directory / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
@@ -235,13 +267,16 @@ def parse_args(argv=None):
     p = ArgumentParser(prog="prepare.py", description=__doc__.split("\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", default="shakespeare",
-                   help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
+                   help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), kjv (the King James Bible, 4.4 MB), cpu-mix, or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
     p.add_argument("--input", nargs="+", help="local text files or globs (each file a document), or .jsonl files")
     p.add_argument("--text_field", default="text", help="field holding the text in .jsonl input")
     p.add_argument("--hub_data_files", help="read --dataset from local JSON/Parquet files of the hub schema")
     p.add_argument("--name", help="output directory name under --out_dir (default: from the dataset or input)")
     p.add_argument("--out_dir", default="data")
     p.add_argument("--tokenizer", default="bpe", help="bpe (trained on the train split) or a tiktoken encoding: gpt2, cl100k_base, ...")
+    p.add_argument("--tokenizer_from", help="a prepared dataset's folder: encode with its tokenizer (to fine-tune a model trained on it)")
+    p.add_argument("--sft", action="store_true", help="--input is JSONL of {\"prompt\", \"response\"} pairs: bins plus a loss mask")
+    p.add_argument("--block_size", type=int, default=1024, help="--sft: drop examples longer than this many tokens")
     p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary including end-of-text")
     p.add_argument("--bpe_chars", type=int, default=200_000_000, help="train the BPE on at most this many characters")
     p.add_argument("--val_fraction", type=float, default=0.1)
@@ -258,6 +293,12 @@ def parse_args(argv=None):
     require(args.max_tokens > 0, "--max_tokens", args.max_tokens, "above 0")
     require(args.shard_tokens >= 1, "--shard_tokens", args.shard_tokens, "at least 1")
     require(args.workers >= 1, "--workers", args.workers, "at least 1")
+    require(args.block_size >= 2, "--block_size", args.block_size, "at least 2")
+    if args.sft and not (args.input and all(p.endswith(".jsonl") for p in args.input)):
+        raise UserError("--sft reads prompt/response pairs from .jsonl files; give them with --input FILE.jsonl")
+    if args.sft and args.tokenizer == "bpe" and not args.tokenizer_from:
+        raise UserError("--sft data is for fine-tuning a trained model: give --tokenizer_from the folder of the "
+                        "dataset it was trained on (or a tiktoken --tokenizer such as gpt2)")
     return args
 
 

@@ -5,6 +5,7 @@
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
     python train.py config/binary_1p7b.py --dry_run=True           # what a run costs, before it starts
     python train.py --init_from=resume --out_dir=out               # continue a run, its recipe from its checkpoint
+    python train.py config/finetune_kjv.py                         # fine-tune a trained model on new data
     python train.py config/shakespeare.py --input=frozen --codes_from=out-learned   # codes from a learned run
     python train.py --help                                         # every setting below, with its meaning
 
@@ -29,12 +30,12 @@ from tqdm import tqdm
 
 from codes import describe_quality
 from model import GPT
-from tablefree.checkpoint import (build_model, model_state, read_code_source, refuse_to_overwrite, resume_from,
-                                  save_checkpoint, start_run_dir, tokenizer_state)
+from tablefree.checkpoint import (build_model, finetune_from, model_state, read_code_source, refuse_to_overwrite,
+                                  resume_from, save_checkpoint, start_run_dir, tokenizer_state)
 from tablefree.common import UserError, append_line, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import describe_cost, estimate_cost
-from tablefree.data import bits_per_byte, get_batch, open_split, read_meta
+from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding, vocab_bytes
 
@@ -43,8 +44,8 @@ from tablefree.tokenizer import load_encoding, vocab_bytes
 out_dir = "out"  # run directory: ckpt.pt, config.json, log.jsonl
 data_dir = "data"  # where prepare.py wrote the datasets
 dataset = "fineweb-edu"  # data/<dataset>/ as written by prepare.py
-init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
-overwrite = False  # let a new run (init_from='scratch') replace the run already in out_dir
+init_from = "scratch"  # 'scratch', 'resume' (from out_dir/ckpt.pt), or a trained run's folder or .pt to fine-tune
+overwrite = False  # let a new run (scratch or fine-tuning) replace the run already in out_dir
 eval_interval = 1000  # steps between evaluations (and checkpoints)
 eval_iters = 100  # batches per split per evaluation
 log_interval = 10  # steps between log lines
@@ -140,11 +141,19 @@ def train(settings, given=None):
 
     # ---- the run directory, then the data: meta.json says the vocabulary, id type, bytes ----
     out = Path(s.out_dir)
-    if s.init_from == "scratch":
+    finetune = s.init_from not in ("scratch", "resume")  # a new run from a trained model's weights
+    if s.init_from != "resume":
         refuse_to_overwrite(out, s.overwrite)
     notices = []  # a resumed run's recipe changes, printed below
     if s.init_from == "resume":
         ckpt, notices = resume_from(s, given, out)  # also sets the model, dataset, seed and recipe
+        finetuned_from = ckpt.get("finetuned_from")
+    elif finetune:
+        ckpt, source = finetune_from(s, given, out)  # also sets the model
+        finetuned_from = {"checkpoint": str(source), "iter_num": ckpt.get("iter_num"),
+                          "dataset": ckpt.get("settings", {}).get("dataset")}
+    else:
+        finetuned_from = None
     if s.gradient_accumulation_steps % world:
         raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
                         f"multiple of the {world} ranks")
@@ -158,22 +167,36 @@ def train(settings, given=None):
         raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
                         f"{data} has {meta['vocab_size']}; prepare the data again as the run had it")
     splits = {split: open_split(data, meta, split) for split in ("train", "val")}
+    masks = {split: open_masks(data, meta, split, shards) for split, shards in splits.items()}  # SFT data's
+    if "sft" in meta and s.block_size < meta["sft"]["block_size"]:
+        raise UserError(f"{data} was prepared for block_size {meta['sft']['block_size']} (its longest examples); "
+                        f"train with --block_size={meta['sft']['block_size']} or more, or prepare it again with "
+                        f"--block_size {s.block_size}")
     tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])  # saved in checkpoints
+    if finetune and ckpt["tokenizer"] != tokenizer:
+        ours, theirs = ckpt["tokenizer"]["info"], meta["tokenizer"]
+        raise UserError(f"{source} was trained with a {ours['name']} tokenizer of {ours['vocab_size']:,} tokens (data "
+                        f"{finetuned_from['dataset']!r}) but {data} was prepared with another ({theirs['name']}, "
+                        f"{theirs['vocab_size']:,} tokens); prepare it with the model's: python prepare.py ... "
+                        f"--tokenizer_from {Path(s.data_dir) / str(finetuned_from['dataset'])}")
     val = meta["splits"]["val"]
 
     def batch(split, *keys):
         """x, y (B, T) on the device, drawn from a generator seeded by (seed, *keys)."""
         generator = torch.Generator().manual_seed(seed_of(s.seed, *keys))
-        x, y = get_batch(splits[split], s.batch_size, s.block_size, generator)
+        x, y = get_batch(splits[split], s.batch_size, s.block_size, generator, masks[split])
         if device_type == "cuda":  # pinned memory lets the copy overlap with compute
             x, y = x.pin_memory(), y.pin_memory()
         return x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
 
     # ---- model and optimizer, new or from out_dir/ckpt.pt ----
     if s.init_from == "resume":
-        model = build_model(ckpt)
+        model = build_model(ckpt, kernels=False)
         iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
         elapsed, code_quality = ckpt["elapsed_s"], ckpt.get("code_quality")
+    elif finetune:  # its weights, fixed codes and derived buffers; everything else starts anew
+        model = build_model(ckpt, kernels=False)
+        iter_num, best_val_loss, elapsed, code_quality = 0, float("inf"), 0.0, ckpt.get("code_quality")
     else:
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         vocab = vocab_bytes(load_encoding(tokenizer), meta["vocab_size"])  # what 'kronecker' codes
@@ -188,7 +211,7 @@ def train(settings, given=None):
     optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type)
     if s.init_from == "resume":
         optimizer.load_state_dict(ckpt["optimizer"])
-        del ckpt
+    ckpt = None  # the weights are in the model now
     scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)  # fp16 needs it, bf16 does not
     raw_model = model  # what checkpoints save: never the compiled or DDP wrapper
     if s.compile:
@@ -205,7 +228,7 @@ def train(settings, given=None):
             print(notice)
         start_run_dir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
                                       "data": meta, "world_size": world, "params": counts,
-                                      "code_quality": code_quality})
+                                      "code_quality": code_quality, "finetuned_from": finetuned_from})
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
               f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
@@ -253,7 +276,7 @@ def train(settings, given=None):
         if is_eval_step:
             losses = evaluate()
             require_finite_val(losses["val"], iter_num)
-            bpb = bits_per_byte(losses["val"], val["tokens"], val["bytes"])
+            bpb = bits_per_byte(losses["val"], val.get("scored_tokens", val["tokens"]), val["bytes"])  # SFT: responses
             ppl = math.exp(min(losses["val"], 50))
             log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
                  "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started},
@@ -267,7 +290,8 @@ def train(settings, given=None):
                 save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
                                  "settings": vars(s), "iter_num": iter_num,
                                  "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
-                                 "tokenizer": tokenizer, "code_quality": code_quality}, out)
+                                 "tokenizer": tokenizer, "code_quality": code_quality,
+                                 "finetuned_from": finetuned_from}, out)
             t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
         if iter_num >= s.max_iters or s.eval_only:
             break

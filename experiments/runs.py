@@ -88,33 +88,35 @@ def run_arguments(settings, kind, seed, root):
     return args
 
 
+def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node=1):
+    """read_run(directory) after training (or resuming) the run there, unless its log already holds
+    its final evaluation. argv: train.py's arguments; start: --init_from of a first attempt,
+    'scratch' or the checkpoint a fine-tuning run starts from; label: the run's name in messages."""
+    if not finished(directory, max_iters):
+        resume = (directory / "ckpt.pt").exists()
+        print(f"== {label}: {'resuming' if resume else 'training'} in {directory}", flush=True)
+        # the experiment owns its run directories: a run killed before its first checkpoint restarts
+        command = [*launcher(nproc_per_node), *argv, f"--out_dir={directory}",
+                   f"--init_from={'resume' if resume else start}", f"--overwrite={not resume}"]
+        if subprocess.run(command).returncode:
+            raise UserError(f"the {label} run failed (train.py's error is above); fix it and run again: "
+                            f"finished runs are kept, {directory} resumes")
+    return read_run(directory)
+
+
 def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1):
     """{kind: [read_run(...) per seed]}, training (or resuming) every run not yet finished.
 
     argv: train.py's arguments shared by every run (config files, --key=value); settings: what
     they resolve to (train_settings)."""
-    runs = {}
-    for kind in kinds:
-        runs[kind] = []
-        for seed in range(seeds):
-            directory = run_dir(root, kind, seed)
-            if not finished(directory, settings["max_iters"]):
-                resume = (directory / "ckpt.pt").exists()
-                print(f"== {kind}, seed {seed}: {'resuming' if resume else 'training'} in {directory}", flush=True)
-                # the experiment owns its run directories: a run killed before its first checkpoint restarts
-                command = [*launcher(nproc_per_node), *argv, *run_arguments(settings, kind, seed, root),
-                           f"--out_dir={directory}", f"--init_from={'resume' if resume else 'scratch'}",
-                           f"--overwrite={not resume}"]
-                if subprocess.run(command).returncode:
-                    raise UserError(f"the {kind} run of seed {seed} failed (train.py's error is above); fix it "
-                                    f"and run again: finished runs are kept, {directory} resumes")
-            runs[kind].append(read_run(directory))
-    return runs
+    return {kind: [train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
+                             settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node)
+                   for seed in range(seeds)] for kind in kinds}
 
 
-def probe_run(directory, max_iters):
-    """tools/evaluate.py's spelling and echo probes on a finished run, scored once and kept in its
-    eval.json (scored again when that file is from another step of the run)."""
+def evaluated(directory, max_iters, tasks):
+    """tools/evaluate.py's results for tasks on a finished run, scored once and kept in its
+    eval.json (scored again when that file is from another step of the run or lacks a task)."""
     path = directory / "eval.json"
 
     def scored():
@@ -125,12 +127,18 @@ def probe_run(directory, max_iters):
             return {}
 
     results = scored()
-    if set(PROBES) - set(results):
+    if set(tasks) - set(results):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, "-m", "tools.evaluate", "--ckpt", str(directory), "--tasks", ",".join(PROBES)]
+        command = [sys.executable, "-m", "tools.evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks)]
         if subprocess.run(command, env=env, stdout=subprocess.DEVNULL).returncode:
-            raise UserError(f"scoring the probes of {directory} failed (its error is above)")
+            raise UserError(f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
         results = scored()
+    return results
+
+
+def probe_run(directory, max_iters):
+    """The spelling and echo probes of a finished run (evaluated)."""
+    results = evaluated(directory, max_iters, PROBES)
     spelling = results["spelling"]
     return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"],
             "echo_rate": results["echo"]["echo_rate"],
@@ -180,15 +188,19 @@ def summarize(runs):
     return summary
 
 
+def difference(s, base, key):
+    """s's mean of key minus base's, with the standard error of the difference of two means,
+    sqrt(s_a^2 / n_a + s_b^2 / n_b); it exceeds seed variation when larger than 2 of them."""
+    d = s[key] - base[key]
+    stderr = math.sqrt(s[f"{key}_std"] ** 2 / s["seeds"] + base[f"{key}_std"] ** 2 / base["seeds"])
+    return {"gap": d, "stderr": stderr, "exceeds_seed_variation": abs(d) > 2 * stderr}
+
+
 def gap(s, base):
-    """s's mean val loss (and bits per byte) minus base's, with the standard error of the
-    difference of two means."""
-    def stderr(key):
-        return math.sqrt(s[f"{key}_std"] ** 2 / s["seeds"] + base[f"{key}_std"] ** 2 / base["seeds"])
-    loss_gap = s["val_loss"] - base["val_loss"]
-    return {"loss_gap": loss_gap, "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": stderr("val_loss"),
-            "exceeds_seed_variation": abs(loss_gap) > 2 * stderr("val_loss"),
-            "bpb_gap": s["val_bpb"] - base["val_bpb"], "bpb_stderr": stderr("val_bpb")}
+    """s's mean val loss (and bits per byte) minus base's (difference)."""
+    loss, bpb = difference(s, base, "val_loss"), difference(s, base, "val_bpb")
+    return {"loss_gap": loss["gap"], "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": loss["stderr"],
+            "exceeds_seed_variation": loss["exceeds_seed_variation"], "bpb_gap": bpb["gap"], "bpb_stderr": bpb["stderr"]}
 
 
 def pyplot():

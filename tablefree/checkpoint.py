@@ -140,22 +140,24 @@ def read_code_source(path, vocab_size):
     return source
 
 
-def build_model(ckpt):
-    """The GPT a checkpoint (or a packed export, tools/export.py) describes, with its weights loaded;
-    its Linears run one-row float32 inference in the C kernel where there is one (kernel.fast_linears)."""
+def build_model(ckpt, kernels=True):
+    """The GPT a checkpoint (or a packed export, tools/export.py) describes, with its weights loaded.
+    kernels: its Linears run one-row inference in the C kernel where there is one (kernel.fast_linears;
+    train.py, which only trains, leaves them as they are)."""
     try:
         config = GPTConfig(**ckpt["model_config"])
         if "ternary" in ckpt:
             if "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
                 raise UserError("the packed file's weights are not the ones it was written with (sha256 differs): "
                                 "it is damaged; export it again from its checkpoint")
-            return kernel.fast_linears(build_packed(config, ckpt))
+            model = build_packed(config, ckpt)
+            return kernel.fast_linears(model) if kernels else model
         model = GPT(config)
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError, KeyError) as e:
         reason = str(e).splitlines()[0][:200]
         raise UserError(f"checkpoint weights do not fit its model config: {reason}") from None
-    return kernel.fast_linears(model)
+    return kernel.fast_linears(model) if kernels else model
 
 
 FORMAT = "tablefree-ternary-1"
@@ -235,6 +237,34 @@ def tokenizer_state(info, rank_file):
 def model_state(model):
     """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
     return {"model": model.state_dict(), "model_config": asdict(model.config)}
+
+
+def finetune_from(s, given, out):
+    """(the checkpoint s.init_from names, its path) for a new run in out that starts from its weights
+    (fine-tuning): step 0, a fresh optimizer, the new run's own schedule and data. The model
+    settings become the checkpoint's (one given with another value is an error: the weights fix
+    the architecture), except dropout, which acts only in training and may be set anew."""
+    if not Path(s.init_from).exists():
+        raise UserError(f"init_from={s.init_from!r} is not 'scratch', 'resume' or a trained run (no such folder or "
+                        f"file); give one of them")
+    path = find_checkpoint(s.init_from, "--init_from")
+    if Path(out).resolve() == path.parent.resolve():
+        raise UserError(f"--out_dir {out} holds the run being fine-tuned; give the new run its own --out_dir")
+    ckpt = load_checkpoint(path, "cpu", flag="--init_from")
+    if "ternary" in ckpt:
+        raise UserError(f"{path} is a packed export, which keeps no float weights to train; fine-tune from the "
+                        f"run's ckpt.pt")
+    recorded = asdict(GPTConfig(**ckpt["model_config"]))  # fields added since: their defaults
+    for key in MODEL_KEYS:
+        trained, asked = recorded[key], getattr(s, key)
+        if key == "dropout" and (given is None or key in given):
+            ckpt["model_config"]["dropout"] = asked
+        elif asked != trained and (given is None or key in given):
+            raise UserError(f"{path} was trained with {key}={trained!r}, not {asked!r}; a fine-tuned model keeps "
+                            f"the checkpoint's architecture: drop --{key}")
+        else:
+            setattr(s, key, trained)
+    return ckpt, path
 
 
 def resume_from(s, given, out):

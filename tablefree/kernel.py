@@ -7,8 +7,9 @@ Why C: torch has no 2-bit matmul, so the pure-torch path (ternary.PackedTernaryL
 as int8, four times the packed file, and decodes through torch._int_mm. This kernel reads the
 2-bit codes directly. It is integer-exact: AVX2's maddubs multiplies unsigned bytes (here
 W_t + 1, in {0, 1, 2}) by signed bytes (x_q) and adds pairs into int16, at most 2 x 2 x 128 =
-512, far from overflow; the pairs go on into int32 sums (bitnet.cpp's int16 accumulation over a
-whole row can overflow; this cannot below 2^31 / 256 = 8M inputs). Subtracting sum(x_q) turns
+512; four of those are added in int16 (at most 2,048, far from 32,767), then go on into int32
+sums (bitnet.cpp's int16 accumulation over a whole row can overflow; this cannot below
+2^31 / 256 = 8M inputs). Subtracting sum(x_q) turns
 sum((W_t + 1) x_q) into sum(W_t x_q). tests/test_kernel.py checks it equals torch._int_mm exactly,
 and the fused layer equals PackedTernaryLinear's torch path bit for bit (the same float32
 operations in the same order: one call instead of a dozen small torch operations a Linear).
@@ -96,15 +97,26 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
     int8_t *xq = malloc((size_t)N * in_padded);
     int32_t *sums = malloc(sizeof(int32_t) * (size_t)N * out);
     float *scale = malloc(sizeof(float) * N);
+    const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
     for (int n = 0; n < N; n++) {
         const float *row = x + (int64_t)n * in;
-        float m = 0.0f;
-        for (int i = 0; i < in; i++) m = fmaxf(m, fabsf(row[i]));
+        int8_t *q = xq + (int64_t)n * in_padded;
+        __m256 m8 = _mm256_setzero_ps();  /* max |x|, eight lanes at a time, then the tail */
+        int i = 0;
+        for (; i + 8 <= in; i += 8) m8 = _mm256_max_ps(m8, _mm256_andnot_ps(sign, _mm256_loadu_ps(row + i)));
+        float lanes[8], m = 0.0f;
+        _mm256_storeu_ps(lanes, m8);
+        for (int k = 0; k < 8; k++) m = fmaxf(m, lanes[k]);
+        for (; i < in; i++) m = fmaxf(m, fabsf(row[i]));
         scale[n] = (1.0f / fmaxf(m, 1e-5f)) * 127.0f;  /* torch computes 127 / t as t.reciprocal() * 127 */
-        for (int i = 0; i < in_padded; i++) {
-            float q = i < in ? nearbyintf(row[i] * scale[n]) : 0.0f;  /* ties to even, as torch.round */
-            xq[(int64_t)n * in_padded + i] = (int8_t)fminf(fmaxf(q, -128.0f), 127.0f);
+        const __m256 s8 = _mm256_set1_ps(scale[n]);
+        for (i = 0; i + 8 <= in; i += 8) {  /* round (ties to even, as torch.round), clamp, narrow to int8 */
+            __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(row + i), s8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m256i k32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, low), high));
+            __m128i k16 = _mm_packs_epi32(_mm256_castsi256_si128(k32), _mm256_extracti128_si256(k32, 1));
+            _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(k16, k16));
         }
+        for (; i < in_padded; i++) q[i] = i < in ? (int8_t)fminf(fmaxf(nearbyintf(row[i] * scale[n]), -128.0f), 127.0f) : 0;
     }
     ternary_matmul(xq, w, sums, N, in_padded, out);
     for (int n = 0; n < N; n++) {
@@ -124,7 +136,8 @@ static inline __m256 load8(const void *w, int64_t i, int bf16) {
 /* One row through a float Linear: y (out) = W (out, in) x (in), in % 8 == 0, W float32 or bfloat16,
    x and y float32, sums in float32. At batch 1 every weight is read once and used once, so the
    speed is the memory's: four rows at a time share each load of x, and the next four rows are
-   prefetched while these are summed. Inlined twice, so each copy has bf16 fixed. */
+   prefetched while these are summed, non-temporally (used once, they need not evict the KV
+   cache or the activations). Inlined twice, so each copy has bf16 fixed. */
 static inline __attribute__((always_inline)) void matvec(const float *x, const void *w, float *y, int in,
                                                          int out, int bf16) {
     #pragma omp parallel
@@ -136,7 +149,7 @@ static inline __attribute__((always_inline)) void matvec(const float *x, const v
             int64_t r = (int64_t)o * in;  /* the first of the four rows */
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int i = 0; i < in; i += 8) {
-                for (int k = 4; k < 8; k++) _mm_prefetch((const char *)w + (r + k * (int64_t)in + i) * size, _MM_HINT_T0);
+                for (int k = 4; k < 8; k++) _mm_prefetch((const char *)w + (r + k * (int64_t)in + i) * size, _MM_HINT_NTA);
                 __m256 v = _mm256_loadu_ps(x + i);
                 a0 = _mm256_fmadd_ps(load8(w, r + i, bf16), v, a0);
                 a1 = _mm256_fmadd_ps(load8(w, r + in + i, bf16), v, a1);

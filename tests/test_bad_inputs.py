@@ -157,7 +157,7 @@ CASES = [
     ("train", [*TRAIN, "--grad_clip=-1"], "grad_clip must be at least 0, not -1.0"),
     ("train", [*TRAIN, "--beta2=1.5"], "beta2 must be below 1, not 1.5"),
     ("train", [*TRAIN, "--batch_size=0"], "batch_size must be at least 1, not 0"),
-    ("train", [*TRAIN, "--init_from=restart"], "init_from must be 'scratch' or 'resume'"),
+    ("train", [*TRAIN, "--init_from=restart"], "init_from='restart' is not 'scratch', 'resume' or a trained run"),
     ("train", [*TRAIN, "--learnig_rate=1e-3"], "unknown setting 'learnig_rate'; did you mean 'learning_rate'?"),
     ("train", [*TRAIN, "--dtype=float64"], "dtype must be 'auto' or one of float32, bfloat16, float16"),
     ("train", [*TRAIN, "--device=cuda:3"], "device 'cuda:3' is not available on this machine"),

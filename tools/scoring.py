@@ -200,3 +200,26 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16):
     return {"n": len(prompts), "echo_rate": float(np.mean(echoed)), "echo_rate_stderr": mean_stderr(echoed),
             "by_category": {k: {"n": len(v), "echo_rate": float(np.mean(v))} for k, v in by_category.items()},
             "examples": [{**p, "continuation": c} for p, c in zip(prompts[:3], continuations)]}
+
+
+def run_sft(model, enc, examples, autocast):
+    """Exact match on prompt/response examples: greedy decoding from the prompt gives the response's
+    tokens and then end-of-text. examples: [(prompt ids, response ids)] (evaluate.sft_examples)."""
+    hits, shown = [], []
+    device = next(model.parameters()).device
+    for prompt, response in examples:
+        new = []
+        try:
+            with autocast:
+                for token in model.generate(torch.tensor([prompt], device=device), len(response) + 1, temperature=0):
+                    new.append(token.item())
+                    if new[-1] == enc.eot_token:
+                        break
+        except ValueError as e:  # non-finite logits
+            raise UserError(f"{e}; evaluate another checkpoint") from None
+        hits.append(float(new == [*response, enc.eot_token]))
+        if len(shown) < 3:
+            shown.append({"prompt": enc.decode(prompt), "response": enc.decode(response),
+                          "generated": enc.decode([t for t in new if t != enc.eot_token])})
+    return {"n": len(examples), "exact_match": float(np.mean(hits)), "exact_match_stderr": mean_stderr(hits),
+            "examples": shown}
