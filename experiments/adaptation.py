@@ -28,8 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, evaluated, pyplot, results_files, run_arguments, run_dir, train_run,
-                              train_settings)
+from experiments.runs import (ROOT, difference, evaluated, pyplot, results_files, run_arguments, run_dir, save_figure,
+                              train_run, train_settings)
 from model import INPUTS
 from tablefree.checkpoint import read_log, tokenizer_state
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
@@ -46,7 +46,8 @@ def spelling_pairs(data_dir):
     directory = Path(data_dir) / "shakespeare"
     meta = read_meta(directory)
     enc = load_encoding(tokenizer_state(meta["tokenizer"], directory / meta["tokenizer"]["file"]))
-    words = sorted(set(WORD.findall(enc.decode(split_ids(directory, meta, "train").tolist()))))
+    ids = split_ids(directory, meta, "train")
+    words = sorted(set(WORD.findall(enc.decode(ids[ids != enc.eot_token].tolist()))))
     return [{"prompt": f"spell: {w}\n", "response": " ".join(w)} for w in words]
 
 
@@ -146,11 +147,7 @@ def plot(runs, path):
             spell.plot(*zip(*r["spelling_curve"]), color=color, alpha=0.8, label=kind if k == 0 else None)
     kjv.set(xlabel="step", ylabel="KJV val bits/byte", title="fine-tuned (solid) vs from scratch (dashed)")
     spell.set(xlabel="step", ylabel="val loss on held-out words' answers (nats/token)", title="spelling SFT")
-    for ax in (kjv, spell):
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, (kjv, spell), path)
 
 
 def main(argv=None):

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from codes import describe_quality
-from experiments.runs import ROOT, probe_run, pyplot, results_files, run_all, run_dir, summarize, train_settings
+from experiments.runs import ROOT, probe_run, pyplot, results_files, run_all, run_dir, save_figure, summarize, train_settings
 from model import BODIES, INPUTS
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.device import machine
@@ -91,10 +91,7 @@ def plot(runs, path):
             steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
             ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)
     ax.set(xlabel="step", ylabel="validation loss (nats/token)", title=path.stem)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, [ax], path)
 
 
 def main(argv=None):

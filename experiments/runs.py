@@ -203,6 +203,15 @@ def gap(s, base):
             "exceeds_seed_variation": loss["exceeds_seed_variation"], "bpb_gap": bpb["gap"], "bpb_stderr": bpb["stderr"]}
 
 
+def save_figure(fig, axes, path):
+    """Each of axes with its legend and a light grid, then fig written to path."""
+    for ax in axes:
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def pyplot():
     """matplotlib.pyplot drawing to files, or None (and a note) when matplotlib is not installed."""
     try:
