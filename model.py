@@ -30,6 +30,7 @@ from torch.nn import functional as F
 
 from codes import (affine_code, binary_code, byte_buffer, code_bits, code_quality, code_values, kronecker_values,
                    lift_index, pack_bits, random_affine, sign_pca, sign_project, unpack_bits)
+from tablefree.sampling import choose
 from tablefree.ternary import BitLinear
 
 BODIES = ("float", "ternary")
@@ -479,14 +480,15 @@ class GPT(nn.Module):
         return [LayerKV(self.config.block_size) for _ in self.h]
 
     @torch.inference_mode()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None, top_p=None):
         """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
 
-        temperature 0 is greedy. The context of each prediction is a window of at most
-        block_size tokens, idx[:, start:]; when a new token would overflow it, the window
-        restarts from the last block_size // 2 tokens. With the cache each step runs only the
-        newest token (the whole window at a restart); without it each step recomputes the
-        window (the reference path). Both see the same windows, so choose the same tokens."""
+        temperature 0 is greedy; else a draw, from the top_k likeliest and/or the top_p nucleus.
+        The context of each prediction is a window of at most block_size tokens, idx[:, start:];
+        when a new token would overflow it, the window restarts from the last block_size // 2
+        tokens. With the cache each step runs only the newest token (the whole window at a
+        restart); without it each step recomputes the window (the reference path). Both see the
+        same windows, so choose the same tokens."""
         block_size = self.config.block_size
         start = max(0, idx.size(1) - block_size)  # where the context window begins
         cache = None
@@ -504,15 +506,7 @@ class GPT(nn.Module):
             if not torch.isfinite(logits).all():  # a damaged model: no token can be chosen from nan
                 raise ValueError(f"the model's logits are not finite after {idx.size(1)} tokens; the weights are "
                                  f"damaged or diverged")
-            if temperature == 0:
-                next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
-                    logits = logits.masked_fill(logits < kth, -float("inf"))
-                probs = F.softmax(logits, dim=-1)  # (B, V)
-                next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+            next_id = choose(logits, temperature, top_k, top_p, generator)  # (B, 1): tablefree/sampling.py
             idx = torch.cat((idx, next_id), dim=1)
             yield next_id
 
@@ -542,13 +536,19 @@ class GPT(nn.Module):
         matmul_params = counts["body"] + self.lm_head.weight.numel()
         return 6 * matmul_params + 12 * c.n_layer * c.n_embd * c.block_size
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW with decay on matrices only (not biases or norms); fused kernels if supported."""
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, input_lr_scale=1.0):
+        """AdamW with decay on matrices only (not biases or norms); fused kernels if supported.
+        input_lr_scale != 1 puts the input's trainable weights (a table, a projection; a tied head
+        with its table) in a group of their own, "lr_scale" times the schedule's rate."""
         params = [p for p in self.parameters() if p.requires_grad]
+        own = {id(p) for p in self.wte.parameters()} if input_lr_scale != 1 else set()
         groups = [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+            {"params": [p for p in params if p.dim() >= 2 and id(p) not in own], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2 and id(p) not in own], "weight_decay": 0.0},
         ]
+        if own:
+            groups.append({"params": [p for p in params if id(p) in own], "weight_decay": weight_decay,
+                           "lr_scale": input_lr_scale})
         has_fused = "fused" in inspect.signature(torch.optim.AdamW).parameters
         fused = device_type in ("cuda", "cpu") and has_fused
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)

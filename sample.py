@@ -3,6 +3,7 @@
     python sample.py --ckpt out/
     python sample.py --ckpt out/ckpt.pt --start "ROMEO:" --num_samples 3 --max_new_tokens 200
     python sample.py --ckpt out/ --start_file prompt.txt --temperature 0   # greedy
+    python sample.py --ckpt out/ --temperature 0.7 --top_k 0 --top_p 0.9  # nucleus sampling
 
 The tokenizer travels inside the checkpoint, so no data directory or extra flag is needed.
 """
@@ -30,6 +31,8 @@ def parse_args(argv=None):
     p.add_argument("--max_new_tokens", type=int, default=300)
     p.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
     p.add_argument("--top_k", type=int, default=200, help="sample from the k likeliest tokens; 0 for all")
+    p.add_argument("--top_p", type=float, default=1.0,
+                   help="sample from the smallest set of likeliest tokens holding this much probability; 1 for all")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     p.add_argument("--no_cache", action="store_true",
@@ -40,6 +43,7 @@ def parse_args(argv=None):
     require(math.isfinite(args.temperature) and args.temperature >= 0, "--temperature", args.temperature,
             "a finite number at least 0 (0 is greedy)")
     require(args.top_k >= 0, "--top_k", args.top_k, "at least 0 (0 keeps every token)")
+    require(0 < args.top_p <= 1, "--top_p", args.top_p, "above 0 and at most 1 (1 keeps every token)")
     return args
 
 
@@ -77,7 +81,8 @@ def sample(args, out=sys.stdout):
         out.write(prompt)
         new = []
         tokens = model.generate(idx, args.max_new_tokens, args.temperature, args.top_k or None,
-                                use_cache=not args.no_cache, generator=generator)
+                                use_cache=not args.no_cache, generator=generator,
+                                top_p=args.top_p if args.top_p < 1 else None)
         try:
             with autocast:
                 for token in tokens:

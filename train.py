@@ -37,6 +37,7 @@ from tablefree.configurator import check_settings, model_config, resolve, settin
 from tablefree.cost import describe_cost, estimate_cost
 from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
+from tablefree.norms import input_norms
 from tablefree.tokenizer import load_encoding, vocab_bytes
 
 # -----------------------------------------------------------------------------
@@ -77,6 +78,7 @@ gradient_accumulation_steps = 32  # over all ranks; each of N ranks does 1/N of 
 batch_size = 16  # sequences per micro-batch per rank
 # AdamW with linear warmup then cosine decay to min_lr (our choice, following nanoGPT / GPT-3)
 learning_rate = 3e-4  # the peak, reached after warmup
+input_lr_scale = 1.0  # the input table's (or Kronecker projection's) rate, a multiple of the schedule's
 max_iters = 32_425  # 17.0B tokens at 524,288 tokens per step: the papers' ~17B
 weight_decay = 0.1  # on matrices only
 beta1 = 0.9  # AdamW's betas
@@ -208,7 +210,8 @@ def train(settings, given=None):
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
         code_quality = getattr(model.wte, "quality", None)  # a code derived from a source reports how good it is
     model.to(s.device)
-    optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type)
+    optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type,
+                                           s.input_lr_scale)
     if s.init_from == "resume":
         optimizer.load_state_dict(ckpt["optimizer"])
     ckpt = None  # the weights are in the model now
@@ -270,7 +273,7 @@ def train(settings, given=None):
     while True:
         lr = lr_at(iter_num, s)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # the input's own group (input_lr_scale), if any
 
         is_eval_step = iter_num % s.eval_interval == 0 or iter_num == s.max_iters or s.eval_only
         if is_eval_step:
@@ -279,7 +282,8 @@ def train(settings, given=None):
             bpb = bits_per_byte(losses["val"], val.get("scored_tokens", val["tokens"]), val["bytes"])  # SFT: responses
             ppl = math.exp(min(losses["val"], 50))
             log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
-                 "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started},
+                 "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started,
+                 "norms": input_norms(raw_model) if master else None},  # the input's and the head's
                 f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                 f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
             improved = losses["val"] < best_val_loss

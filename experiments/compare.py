@@ -52,6 +52,14 @@ def report(name, command, machine, summary):
                 lines.append(f"- {kind} vs {against}: val loss {v['loss_gap']:+.4f} nats (perplexity "
                              f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
                              f"seed variation (|gap| > 2 standard errors).")
+    for kind, s in summary.items():
+        t = s.get("steps_to_learned")
+        if t and t["reached"]:
+            lines.append(f"- {kind} reaches learned's final val loss (the learned run of its seed) at step {t['steps']:,.0f} "
+                         f"± {t['steps_std']:,.0f} (interpolated between evaluations) in {t['reached']} of {t['seeds']} "
+                         f"seeds: {t['ratio']:.2f}x ± {t['ratio_std']:.2f} fewer steps than learned.")
+        elif t:
+            lines.append(f"- {kind} never reaches learned's final val loss in {t['seeds']} seeds.")
     lines += [f"- {kind} codes, mean over seeds (each derived from the learned run of its seed): "
               f"{describe_quality(s['code_quality'])}." for kind, s in summary.items() if "code_quality" in s]
     lines += probe_tables(summary)
@@ -81,17 +89,24 @@ def probe_tables(summary):
 
 
 def plot(runs, path):
-    """Validation-loss curves of every run, if matplotlib is installed."""
+    """Validation-loss curves of every run and, where logged, the mean norm of the vectors tokens
+    enter by (solid) and of the head's rows (dashed), if matplotlib is installed."""
     plt = pyplot()
     if plt is None:
         return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, norms) = plt.subplots(1, 2, figsize=(12, 4.5))
     for color, (kind, rs) in zip((f"C{i}" for i in range(10)), runs.items()):
         for k, r in enumerate(rs):
             steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
             ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)
+            if r.get("norms"):
+                steps = [step for step, _ in r["norms"]]
+                norms.plot(steps, [n["input"]["mean"] for _, n in r["norms"]], color=color, alpha=0.8,
+                           label=kind if k == 0 else None)
+                norms.plot(steps, [n["head"]["mean"] for _, n in r["norms"]], color=color, alpha=0.5, linestyle="--")
     ax.set(xlabel="step", ylabel="validation loss (nats/token)", title=path.stem)
-    save_figure(fig, [ax], path)
+    norms.set(xlabel="step", ylabel="mean L2 norm", title="token inputs (solid) and head rows (dashed)")
+    save_figure(fig, [ax, norms], path)
 
 
 def main(argv=None):

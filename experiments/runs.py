@@ -64,6 +64,7 @@ def read_run(directory):
             "tokens": s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"],
             "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
             "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals],
+            "norms": [[r["iter"], r["norms"]] for r in evals if r.get("norms")],  # logged since 2026-12-01
             "code_quality": config.get("code_quality")}
 
 
@@ -183,9 +184,37 @@ def summarize(runs):
     for kind, s in summary.items():
         if kind != "learned" and "learned" in summary:
             s["vs_learned"] = gap(s, summary["learned"])
+            s["steps_to_learned"] = steps_to_learned(runs[kind], runs["learned"])
         if "+" in kind and kind.partition("+")[0] in summary:  # another body against the float one
             s["vs_float"] = gap(s, summary[kind.partition("+")[0]])
     return summary
+
+
+def steps_to(curve, target):
+    """The first step at which a run's validation loss reaches target, interpolated linearly
+    between the two evaluations around it (curve: [[step, val loss], ...]); None if it never does."""
+    if curve[0][1] <= target:
+        return curve[0][0]
+    for (s0, l0), (s1, l1) in zip(curve, curve[1:]):
+        if l1 <= target:  # l0 > target >= l1
+            return s0 + (s1 - s0) * (l0 - target) / (l0 - l1)
+    return None
+
+
+def steps_to_learned(rs, learned):
+    """How many steps each run of an input takes to reach the final val loss of the learned run
+    of its seed (steps_to), and learned's steps over its (above 1: fewer than learned; the Kronecker
+    paper reports 1.43x for its input): mean and std over the seeds that reach it."""
+    steps, ratios = [], []
+    for r, base in zip(rs, learned):
+        mine, theirs = steps_to(r["curve"], base["val_loss"]), steps_to(base["curve"], base["val_loss"])
+        if mine:
+            steps.append(mine)
+            ratios.append(theirs / mine)
+    spread = (lambda v: statistics.stdev(v) if len(v) > 1 else 0.0)
+    return {"reached": len(steps), "seeds": len(rs), "steps": statistics.mean(steps) if steps else None,
+            "steps_std": spread(steps) if steps else None, "ratio": statistics.mean(ratios) if ratios else None,
+            "ratio_std": spread(ratios) if ratios else None}
 
 
 def difference(s, base, key):

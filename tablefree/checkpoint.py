@@ -26,9 +26,9 @@ CKPT_NAME = "ckpt.pt"
 FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
 # the run's recipe (and whether it compiles, which can change its numbers): a resumed run keeps the
 # checkpoint's unless one is given, and says so when it is
-RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "min_lr", "warmup_iters",
-          "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval", "eval_iters",
-          "log_interval", "always_save_checkpoint", "nonfinite", "compile")
+RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "input_lr_scale", "min_lr",
+          "warmup_iters", "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval",
+          "eval_iters", "log_interval", "always_save_checkpoint", "nonfinite", "compile")
 
 
 def save_checkpoint(state, out_dir):
@@ -290,7 +290,7 @@ def resume_from(s, given, out):
         setattr(s, key, trained)
     notices = []
     for key in RECIPE:
-        trained, asked = recorded[key], getattr(s, key)
+        trained, asked = recorded.get(key, getattr(s, key)), getattr(s, key)  # a setting added since: as asked
         if given is not None and key not in given:
             setattr(s, key, trained)
         elif asked != trained:

@@ -148,7 +148,8 @@ MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size") 
 AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "batch_size",
                              "gradient_accumulation_steps"), 1),
             **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
-                             "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops", "vocab_size"), 0)}
+                             "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops", "vocab_size",
+                             "input_lr_scale"), 0)}
 CHOICES = {"nonfinite": ("stop", "skip")}  # init_from: 'scratch', 'resume' or a checkpoint (checked when read)
 
 

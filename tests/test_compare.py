@@ -84,3 +84,16 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
     log = [json.loads(line) for line in (tmp_path / "runs" / "binary-seed0" / "log.jsonl").read_text().splitlines()]
     assert json.loads((tmp_path / "runs" / "binary-seed0" / "eval.json").read_text())["iter_num"] == 6  # probed again
     assert [r["iter"] for r in log if "loss" in r] == [1, 2, 3, 4, 5, 6]
+
+
+def test_steps_to_a_target_loss_are_interpolated_between_evaluations():
+    from experiments.runs import steps_to, steps_to_learned
+    curve = [[0, 7.0], [100, 5.0], [200, 4.0], [300, 3.5]]
+    assert steps_to(curve, 4.5) == 150 and steps_to(curve, 4.0) == 200 and steps_to(curve, 7.5) == 0
+    assert steps_to(curve, 3.0) is None
+    learned = [{"val_loss": 3.5, "curve": curve}, {"val_loss": 3.5, "curve": curve}]
+    faster = [{"curve": [[0, 7.0], [100, 4.5], [200, 3.0]]}, {"curve": [[0, 7.0], [100, 3.0]]}]
+    t = steps_to_learned(faster, learned)  # 166.7 and 87.5 steps against learned's 300
+    assert t["reached"] == 2 and abs(t["steps"] - (500 / 3 + 87.5) / 2) < 1e-9
+    assert abs(t["ratio"] - (300 / (500 / 3) + 300 / 87.5) / 2) < 1e-9
+    assert steps_to_learned([{"curve": [[0, 7.0], [100, 6.0]]}], learned[:1])["reached"] == 0

@@ -166,3 +166,31 @@ def test_weight_decay_goes_to_matrices_only():
     assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
     assert any(p is model.wte.weight for p in decay["params"])  # the learned table is a matrix too
+
+
+@pytest.mark.parametrize("kind", ["learned", "kronecker", "binary"])
+def test_the_input_gets_its_own_learning_rate_and_nothing_else_changes(kind):
+    def one_step(scale):
+        torch.manual_seed(0)
+        model = tiny(kind)
+        optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu", input_lr_scale=scale)
+        for group in optimizer.param_groups:  # as train.py sets it every step
+            group["lr"] = 1e-3 * group.get("lr_scale", 1.0)
+        x = torch.randint(0, model.config.vocab_size, (2, 8), generator=torch.Generator().manual_seed(1))
+        model(x, x)[1].backward()
+        optimizer.step()
+        return model, optimizer
+    base, base_opt = one_step(1.0)
+    scaled, opt = one_step(0.25)
+    assert len(base_opt.param_groups) == 2  # the default keeps nanoGPT's two groups: runs stay bit for bit
+    own = [p for p in scaled.wte.parameters() if p.requires_grad]
+    assert len(opt.param_groups) == (3 if own else 2)
+    if own:
+        assert opt.param_groups[2]["lr"] == 0.25e-3 and opt.param_groups[2]["params"] == own
+    torch.manual_seed(0)
+    start = dict(tiny(kind).named_parameters())
+    for (name, p), q in zip(scaled.named_parameters(), base.parameters()):
+        if name.startswith("wte."):  # AdamW's step is linear in lr (decay and update): a quarter as far
+            assert torch.allclose(p - start[name], 0.25 * (q - start[name]), rtol=1e-3, atol=1e-8), name  # float32 ulps
+        else:
+            assert torch.equal(p, q), name  # every other weight took exactly the same step

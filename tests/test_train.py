@@ -175,3 +175,32 @@ def test_paper_configs_differ_only_in_the_input():
         model = GPT(GPTConfig(vocab_size=65536, **{k: s[k] for k in MODEL_KEYS}))
     assert model.param_counts()["trainable"] == 469_828_608  # + 67,108,864 for 'learned'
     assert resolve(train.DEFAULTS, [str(ROOT / "config" / "shakespeare.py")])["n_embd"] % 10 == 0  # K = 10 for V = 1024
+
+
+def test_the_input_learning_rate_follows_the_schedule_at_its_multiple(data_dir, tmp_path):
+    log = run(data_dir, tmp_path / "run", "--input=learned", "--input_lr_scale=0.5", "--max_iters=3", "--eval_interval=3")
+    groups = load_checkpoint(tmp_path / "run")["optimizer"]["param_groups"]
+    last_lr = [r["lr"] for r in log if "lr" in r][-1]
+    assert [g.get("lr_scale") for g in groups] == [None, None, 0.5]
+    assert [float(g["lr"]) for g in groups] == pytest.approx([last_lr, last_lr, 0.5 * last_lr], rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["learned", "kronecker", "binary"])
+def test_each_evaluation_logs_the_inputs_and_the_heads_norms(data_dir, tmp_path, kind):
+    from conftest import reference_kronecker_code
+    log = run(data_dir, tmp_path / "run", f"--input={kind}", "--max_iters=2", "--eval_interval=2")
+    norms = [r["norms"] for r in log if "val_loss" in r][-1]
+    weights = load_checkpoint(tmp_path / "run")["model"]
+    if kind == "learned":  # by hand: the table's rows
+        inputs = weights["wte.weight"].norm(dim=-1)
+    elif kind == "kronecker":  # the dense definition: W kappa(t) for every token
+        kappa = reference_kronecker_code(weights["wte.token_bytes"], weights["wte.lengths"])  # (V, D)
+        inputs = (kappa @ weights["wte.cells"]).norm(dim=-1)
+        projection = weights["wte.cells"].norm(dim=-1)
+        assert norms["projection"] == pytest.approx({"mean": projection.mean().item(), "std": projection.std().item()}, rel=1e-5)
+    else:  # the tiled 0/1 bits of each id: sqrt(copies x ones)
+        bits = torch.tensor([[int(b) for b in format(t, "09b")] for t in range(300)]).float()
+        inputs = (bits.sum(dim=-1) * (32 // 9) + bits[:, :32 % 9].sum(dim=-1)).sqrt()
+    head = weights["lm_head.weight"].norm(dim=-1)
+    assert norms["input"] == pytest.approx({"mean": inputs.mean().item(), "std": inputs.std().item()}, rel=1e-5)
+    assert norms["head"] == pytest.approx({"mean": head.mean().item(), "std": head.std().item()}, rel=1e-5)

@@ -1,0 +1,30 @@
+"""The norms train.py logs at every evaluation: the vectors each token enters the Transformer with,
+and the head's rows it leaves by.
+
+The Kronecker paper reports that "BPE embedding norm drifts during training while Kronecker
+projection norm stays near 1.0". Measured here for every input alike: x(t) = wte(t) for every
+token t of the vocabulary (the learned table's rows; the Kronecker projection of each token's
+code; a fixed code, which never moves), the mean and standard deviation of their L2 norms; the
+same for the head's rows; and for `kronecker` the projection's own rows (one per byte x
+position cell, `cells`).
+"""
+
+import torch
+
+CHUNK = 8192  # tokens per wte call: bounded memory at V = 65,536 or 262,144
+
+
+def mean_std(norms):
+    return {"mean": norms.mean().item(), "std": norms.std().item() if norms.numel() > 1 else 0.0}
+
+
+@torch.no_grad()
+def input_norms(model):
+    """{"input": {mean, std}, "head": {...}, and for kronecker "projection": {...}} of a raw GPT."""
+    device = model.lm_head.weight.device
+    ids = torch.arange(model.config.vocab_size, device=device)
+    inputs = torch.cat([model.wte(chunk.view(1, -1)).float().norm(dim=-1).flatten() for chunk in ids.split(CHUNK)])
+    norms = {"input": mean_std(inputs), "head": mean_std(model.lm_head.weight.float().norm(dim=-1))}
+    if hasattr(model.wte, "cells"):
+        norms["projection"] = mean_std(model.wte.cells.float().norm(dim=-1))
+    return norms
