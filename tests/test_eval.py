@@ -149,8 +149,11 @@ def test_acc_and_acc_norm_by_hand():
     assert greedy_a and not greedy_b  # argmax after 0 is 1; after 0 it is not 2
     # "a" is 1 character, B 10: acc picks A (-0.51 > -1.97), acc_norm picks B (-0.197 > -0.51)
     doc = {"choices": ["a", "bbbbbbbbbb"], "gold": 1}
-    assert scoring.multiple_choice([doc], [[ll_a, ll_b]]) == pytest.approx(
-        {"acc": 0.0, "acc_stderr": float("nan"), "acc_norm": 1.0, "acc_norm_stderr": float("nan")}, nan_ok=True)
+    one = scoring.multiple_choice([doc], [[ll_a, ll_b]])
+    assert one.pop("answers") == [{"id": 0, "lls": [ll_a, ll_b], "pick": 0, "pick_norm": 1, "gold": 1, "correct": False,
+                                   "correct_norm": True}]
+    assert one == pytest.approx({"acc": 0.0, "acc_stderr": float("nan"), "acc_norm": 1.0, "acc_norm_stderr": float("nan")},
+                                nan_ok=True)
     docs = [doc, {"choices": ["a", "bbbbbbbbbb"], "gold": 0}]
     metrics = scoring.multiple_choice(docs, [[ll_a, ll_b]] * 2)
     assert metrics["acc"] == metrics["acc_norm"] == 0.5
@@ -312,6 +315,13 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     assert results["spelling"]["n"] == 110 and len(results["spelling"]["by_category"]) == 11
     assert 0 <= results["spelling"]["top1_agreement"] <= 1 and results["spelling"]["kl"] >= 0
     assert results["echo"]["n"] == 30 and set(results["echo"]["by_category"]) == {"invented_name", "misspelt_word"}
+    answers = [json.loads(line) for line in (run / "eval-answers.jsonl").read_text().splitlines()]
+    for task, key, metric in [("hellaswag", "correct", "acc"), ("hellaswag", "correct_norm", "acc_norm"),
+                              ("arc_easy", "correct", "acc"), ("lambada", "correct", "acc"),
+                              ("spelling", "top1_agreement", "top1_agreement"), ("echo", "echoed", "echo_rate")]:
+        mine = [float(a[key]) for a in answers if a["task"] == task]  # every answer kept: the figure re-sums exactly
+        assert len(mine) == results[task]["n"] and float(np.mean(mine)) == results[task][metric], (task, metric)
+    assert "answers" not in results["hellaswag"]  # the summary stays a summary
     table = capsys.readouterr().out
     assert "| hellaswag | file | 2 | acc_norm |" in table and "| val | val |" in table
     held_out = tmp_path / "held_out.txt"

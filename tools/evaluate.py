@@ -17,7 +17,9 @@ longer than the window is skipped and counted, as the harness cannot score it. E
 comes with its standard error, sample std / sqrt(n) (the harness's mean_stderr). Prompt
 formats: tasks.py.
 
-The table goes to stdout, progress to stderr, everything to a JSON file (--out).
+The table goes to stdout, progress to stderr, everything to a JSON file (--out), and every answer
+(per document or probe item: its log-likelihoods or scores, the pick, right or wrong) one JSON
+line each to <out>-answers.jsonl beside it, from which each figure can be recomputed.
 """
 
 import json
@@ -186,6 +188,7 @@ def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
     out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out")
+    check_output(answers_path(out), "--out")
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])
@@ -197,10 +200,19 @@ def evaluate(args):
     else:
         results, seconds = score_tasks(ckpt, model, enc, tasks, args, pick_dtype("auto", device)[2])
     report |= {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
+    answers = {task: r.pop("answers") for task, r in results.items() if "answers" in r}
+    if answers:
+        write_atomic(answers_path(out), "".join(json.dumps({"task": task, **a}) + "\n" for task, items in answers.items()
+                                                for a in items))
     write_atomic(out, json.dumps(report, indent=2))
     print("\n".join(table(results)))
     print(f"wrote {out}", file=sys.stderr)
     return report
+
+
+def answers_path(out):
+    """Where the answers of the report at out go: eval.json -> eval-answers.jsonl."""
+    return out.with_name(f"{out.stem}-answers.jsonl")
 
 
 def main(argv=None):

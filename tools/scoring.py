@@ -93,13 +93,16 @@ def first_argmax(values):
 
 
 def multiple_choice(docs, scores):
-    """acc and acc_norm (with standard errors) from each document's per-choice log-likelihoods."""
-    acc, acc_norm = [], []
-    for doc, lls in zip(docs, scores):
-        acc.append(float(first_argmax(lls) == doc["gold"]))
-        acc_norm.append(float(first_argmax([ll / len(c) for ll, c in zip(lls, doc["choices"])]) == doc["gold"]))
+    """acc and acc_norm (with standard errors) from each document's per-choice log-likelihoods,
+    and the answers: per document its log-likelihoods, both picks, the gold choice."""
+    answers = []
+    for i, (doc, lls) in enumerate(zip(docs, scores)):
+        pick, pick_norm = first_argmax(lls), first_argmax([ll / len(c) for ll, c in zip(lls, doc["choices"])])
+        answers.append({"id": i, "lls": [float(ll) for ll in lls], "pick": pick, "pick_norm": pick_norm,
+                        "gold": doc["gold"], "correct": pick == doc["gold"], "correct_norm": pick_norm == doc["gold"]})
+    acc, acc_norm = ([float(a[key]) for a in answers] for key in ("correct", "correct_norm"))
     return {"acc": float(np.mean(acc)), "acc_stderr": mean_stderr(acc),
-            "acc_norm": float(np.mean(acc_norm)), "acc_norm_stderr": mean_stderr(acc_norm)}
+            "acc_norm": float(np.mean(acc_norm)), "acc_norm_stderr": mean_stderr(acc_norm), "answers": answers}
 
 
 def benchmark_requests(name, enc, block, args):
@@ -130,7 +133,9 @@ def run_benchmark(name, model, enc, args, autocast):
     if name == "lambada":
         greedy = [float(s[0][1]) for s in scores]
         lls = [s[0][0] for s in scores]
-        return {**out, "acc": float(np.mean(greedy)), "acc_stderr": mean_stderr(greedy), "ppl": math.exp(-np.mean(lls))}
+        answers = [{"id": i, "ll": float(ll), "correct": bool(g)} for i, (ll, g) in enumerate(zip(lls, greedy))]
+        return {**out, "acc": float(np.mean(greedy)), "acc_stderr": mean_stderr(greedy), "ppl": math.exp(-np.mean(lls)),
+                "answers": answers}
     return {**out, **multiple_choice(docs, [[ll for ll, _ in s] for s in scores])}
 
 
@@ -176,8 +181,10 @@ def next_token_shift(model, enc, pairs, args, autocast, group):
         groups.setdefault(pair[group], []).append(i)
     by_group = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())}
                 for k, i in groups.items()}
-    return {"n": len(pairs), "top1_agreement": float(agree.mean()), "top1_agreement_stderr": mean_stderr(agree.numpy()),
-            "kl": float(kl.mean()), f"by_{group}": by_group, "examples": pairs[:3]}
+    answers = [{"id": i, **pair, "top1_agreement": bool(a), "kl": float(k)} for i, (pair, a, k) in enumerate(zip(pairs, agree, kl))]
+    return {"n": len(pairs), "top1_agreement": float(np.mean(agree.numpy().astype(np.float64))),
+            "top1_agreement_stderr": mean_stderr(agree.numpy()),
+            "kl": float(kl.mean()), f"by_{group}": by_group, "examples": pairs[:3], "answers": answers}
 
 
 def run_echo(model, enc, prompts, autocast, new_tokens=16):
@@ -199,13 +206,15 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16):
         by_category.setdefault(p["category"], []).append(e)
     return {"n": len(prompts), "echo_rate": float(np.mean(echoed)), "echo_rate_stderr": mean_stderr(echoed),
             "by_category": {k: {"n": len(v), "echo_rate": float(np.mean(v))} for k, v in by_category.items()},
-            "examples": [{**p, "continuation": c} for p, c in zip(prompts[:3], continuations)]}
+            "examples": [{**p, "continuation": c} for p, c in zip(prompts[:3], continuations)],
+            "answers": [{"id": i, **p, "continuation": c, "echoed": bool(e)}
+                        for i, (p, c, e) in enumerate(zip(prompts, continuations, echoed))]}
 
 
 def run_sft(model, enc, examples, autocast):
     """Exact match on prompt/response examples: greedy decoding from the prompt gives the response's
     tokens and then end-of-text. examples: [(prompt ids, response ids)] (evaluate.sft_examples)."""
-    hits, shown = [], []
+    hits, shown, answers = [], [], []
     device = next(model.parameters()).device
     for prompt, response in examples:
         new = []
@@ -218,8 +227,10 @@ def run_sft(model, enc, examples, autocast):
         except ValueError as e:  # non-finite logits
             raise UserError(f"{e}; evaluate another checkpoint") from None
         hits.append(float(new == [*response, enc.eot_token]))
+        answers.append({"id": len(answers), "prompt": prompt, "response": response, "generated": new,
+                        "correct": bool(hits[-1])})
         if len(shown) < 3:
             shown.append({"prompt": enc.decode(prompt), "response": enc.decode(response),
                           "generated": enc.decode([t for t in new if t != enc.eot_token])})
     return {"n": len(examples), "exact_match": float(np.mean(hits)), "exact_match_stderr": mean_stderr(hits),
-            "examples": shown}
+            "examples": shown, "answers": answers}
