@@ -172,7 +172,7 @@ class BinaryCodeInput(nn.Module):
 
     def __init__(self, config, bits=None):
         super().__init__()
-        self.bits = bits or code_bits(config.vocab_size)  # K
+        self.bits = bits or code_bits(config.vocab_size) + config.extra_bits  # K (frozen: its D)
         self.vocab_size = config.vocab_size
         self.values = config.code_values  # '01' or 'pm1'
         # which bit feeds each model dimension; derived from the config, so not saved
@@ -359,6 +359,7 @@ class GPTConfig:
     code_seed: int = 0  # seed of A and b for 'affine'
     lift: str = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
     code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
+    extra_bits: int = 0  # 'binary', 'affine': code with ceil(log2 V) + extra_bits bits, free codes for new ids
     tie_weights: bool = False  # share the input table with the head; 'learned' only
     rope_base: float = 10000.0  # rotary base, RoFormer's
     pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
@@ -392,8 +393,10 @@ class GPTConfig:
             raise ValueError(f"codes_from names the table frozen codes are derived from (a learned run's "
                              f"directory or a V x d tensor file): set it for input='frozen' and only then, "
                              f"not input={self.input!r} with codes_from={self.codes_from!r}")
+        if self.extra_bits < 0 or (self.extra_bits and self.input not in ("binary", "affine")):
+            raise ValueError(f"extra_bits (at least 0) widens the binary and affine codes, not input={self.input!r}")
         if self.input in ("binary", "affine"):
-            bits = code_bits(self.vocab_size)
+            bits = code_bits(self.vocab_size) + self.extra_bits
             if bits > 62:
                 raise ValueError(f"vocab_size={self.vocab_size} needs {bits}-bit codes; "
                                  f"at most 2^62 tokens fit int64 ids")

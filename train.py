@@ -58,6 +58,7 @@ input = "binary"  # 'learned', 'binary', 'affine', 'kronecker' or 'frozen'
 code_seed = 0  # draws A and b for 'affine'
 lift = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
 code_values = "01"  # '01' (the papers': bits, unscaled) or 'pm1'
+extra_bits = 0  # 'binary', 'affine': K = ceil(log2 V) + extra_bits, so ids added later get codes of their own
 tie_weights = False  # only possible for 'learned'; the papers' head is untied
 n_layer = 32  # the papers'
 n_head = 32  # our choice (head size 32); the papers do not give it

@@ -113,3 +113,20 @@ def test_every_small_affine_map_is_a_permutation():
         images = sorted(int("".join(map(str, c)), 2) for c in reference_codebook(16, A, b).tolist())
         assert images == list(range(16))
     assert len({tuple(random_affine(3, s)[0].flatten().tolist()) for s in range(200)}) > 100  # many distinct A
+
+
+@pytest.mark.parametrize("kind", ["binary", "affine"])
+def test_extra_bits_give_new_ids_codes_of_their_own(kind):
+    from model import GPT, GPTConfig
+    config = dict(vocab_size=300, n_layer=1, n_head=2, n_embd=32, block_size=8, input=kind)
+    wide, plain = GPT(GPTConfig(**config, extra_bits=2)).wte, GPT(GPTConfig(**config)).wte
+    assert (wide.bits, plain.bits) == (11, 9) and not list(wide.parameters())  # still no parameters
+    every = wide.code(torch.arange(2 ** 11))  # (2048, 11): all the ids 11 bits can name
+    assert len({tuple(c.tolist()) for c in every}) == 2 ** 11  # injective
+    if kind == "binary":  # the old ids' bits unchanged, behind two leading zeros (most significant first)
+        old = torch.arange(300)
+        assert torch.equal(wide.code(old)[:, 2:], plain.code(old)) and not wide.code(old)[:, :2].any()
+    note = GPT(GPTConfig(**config, extra_bits=2)).add_tokens([[1, 2]] * 1000, [b"ab"] * 1000)
+    assert note == {"free_codes": 2048 - 300, "aliased": 0}  # 1,000 new words, none sharing a code
+    with pytest.raises(ValueError, match="extra_bits .* widens the binary and affine codes"):
+        GPTConfig(**{**config, "input": "learned"}, extra_bits=1)
