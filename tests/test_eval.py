@@ -291,13 +291,16 @@ def test_echo_is_counted_when_the_continuation_holds_the_string(run):
         """Greedy generation that always continues with the tokens of ' Zorbifax.'"""
         def __init__(self, enc):
             super().__init__()
-            self.config, self.reply, self.anchor = SimpleNamespace(block_size=32), enc.encode_ordinary(" Zorbifax."), nn.Parameter(torch.zeros(1))
-        def generate(self, idx, n, temperature):
+            self.config, self.reply, self.anchor = SimpleNamespace(block_size=32, vocab_size=enc.n_vocab), enc.encode_ordinary(" Zorbifax."), nn.Parameter(torch.zeros(1))
+        def generate(self, idx, n, temperature, **sampling):  # greedy or not, the same reply
             yield from (torch.tensor([[t]]) for t in self.reply[:n])
     enc = load_encoding(load_checkpoint(run)["tokenizer"])
     prompts = [{"category": "a", "string": "Zorbifax", "prompt": "x"}, {"category": "b", "string": "Quellimond", "prompt": "y"}]
     result = scoring.run_echo(Parrot(enc), enc, prompts, torch.autocast("cpu", enabled=False))
-    assert result["echo_rate"] == 0.5 and result["by_category"] == {"a": {"n": 1, "echo_rate": 1.0}, "b": {"n": 1, "echo_rate": 0.0}}
+    assert result["echo_rate"] == result["echo_rate_sampled"] == 0.5
+    assert result["by_category"] == {"a": {"n": 1, "echo_rate": 1.0, "echo_rate_sampled": 1.0},
+                                     "b": {"n": 1, "echo_rate": 0.0, "echo_rate_sampled": 0.0}}
+    assert [len(a["samples"]) for a in result["answers"]] == [scoring.ECHO_SAMPLES] * 2
 
 
 def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, capsys):

@@ -150,3 +150,31 @@ def test_a_checkpoint_with_the_projection_as_weight_still_loads():
     loaded.load_state_dict(old)
     idx = torch.randint(0, len(SAMPLES), (2, 8), generator=torch.Generator().manual_seed(3))
     assert torch.equal(loaded(idx)[0], model(idx)[0])
+
+
+def test_a_string_at_a_spare_id_is_the_packages_byte_override(reference, tiny_vocab, data_dir):
+    from tools.scoring import spare_ids
+    meta = json.loads((data_dir / "tiny" / "meta.json").read_text())
+    enc = load_encoding({"info": meta["tokenizer"], "ranks": (data_dir / "tiny" / "tokenizer.tiktoken").read_text()})
+    V = len(tiny_vocab)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=V, n_layer=1, n_head=2, n_embd=32, block_size=64, input="kronecker"), tiny_vocab)
+    prompts = [{"category": "x", "string": "Zorbifax", "prompt": "The king said his name was Zorbifax. His name was"},
+               {"category": "y", "string": "naïvetè", "prompt": "naïvetè, the queen said"}]  # no leading space
+    grown, ids, strings = spare_ids(model, enc, prompts)
+    assert model.config.vocab_size == V and grown.config.vocab_size == V + 2  # the model itself is untouched
+    token_bytes, lengths = byte_buffer(tiny_vocab, 16)
+    embedding = reference.KroneckerEmbedding(V, 32, pos_dim=16, byte_buffer=token_bytes, length_buffer=lengths)
+    embedding.projection.weight.data.copy_(model.wte.cells.data.t())
+    for i, (row, string) in enumerate(zip(ids, strings)):
+        pos = row.index(V + i)
+        assert string == (b" Zorbifax", "naïvetè".encode())[i] and row.count(V + i) == 1
+        theirs = embedding.forward_with_byte_override(torch.tensor([t if t < V else 0 for t in row]), {pos: string})
+        assert (grown.wte(torch.tensor([row]))[0] - theirs).abs().max() <= 1e-5
+    from tools.scoring import ECHO_SAMPLES, run_echo
+    result = run_echo(model.eval(), enc, prompts, torch.autocast("cpu", enabled=False), new_tokens=4, override=True)
+    assert result["n"] == 2 and all(len(a["samples"]) == ECHO_SAMPLES for a in result["answers"])
+    assert 0 <= result["echo_rate_sampled"] <= 1 and result["sampling"] == {"temperature": 0.7, "top_p": 0.9,
+                                                                            "samples": ECHO_SAMPLES, "seed": 0}
+    with pytest.raises(UserError, match="echo_override needs the Kronecker input"):
+        spare_ids(GPT(GPTConfig(vocab_size=V, n_layer=1, n_head=2, n_embd=32, block_size=64)), enc, prompts)

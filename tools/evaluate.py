@@ -40,7 +40,7 @@ from tools.scoring import benchmark_requests, next_token_shift, run_benchmark, r
 from tools.tasks import TASKS, default_data, load_probe_set
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
-PROBE_SETS = ("spelling", "echo")  # on the committed prompts in probe_sets/
+PROBE_SETS = ("spelling", "echo", "echo_override")  # on the committed prompts in probe_sets/ (override: Kronecker)
 OWN_TASKS = (*TEXT_TASKS, *PROBE_SETS, "sft")  # sft: the val examples of prompt/response data (prepare.py --sft)
 
 
@@ -126,7 +126,8 @@ def table(results):
                 loss = "" if b["loss"] is None else f"{b['loss']:.4f}"
                 lines.append(f"| rare_tokens, train count {b['train_count']} | val | {b['n']:,} | loss | {loss} | |")
             continue
-        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl", "echo_rate", "exact_match"):
+        for metric in ("loss", "ppl", "bpb", "acc", "acc_norm", "top1_agreement", "kl", "echo_rate", "echo_rate_sampled",
+                       "exact_match"):
             if metric in r:
                 stderr = r.get(f"{metric}_stderr")
                 value = f"{r[metric]:,.1f}" if r[metric] >= 1e4 else f"{r[metric]:.4f}"  # LAMBADA ppl of a tiny model
@@ -135,7 +136,7 @@ def table(results):
                              f"{'' if stderr is None else f'{stderr:.4f}'} |")
         for group, g in r.get("by_category", {}).items():  # the probe sets' categories
             lines += [f"| {task}, {group} | | {g['n']} | {metric} | {g[metric]:.4f} | |"
-                      for metric in ("top1_agreement", "kl", "echo_rate") if metric in g]
+                      for metric in ("top1_agreement", "kl", "echo_rate", "echo_rate_sampled") if metric in g]
     return lines
 
 
@@ -160,8 +161,9 @@ def score_tasks(ckpt, model, enc, tasks, args, autocast):
         elif task == "spelling":
             pairs = load_probe_set(task, args.limit)
             results[task] = {"split": "probe_sets", **next_token_shift(model, enc, pairs, args, autocast, "category")}
-        elif task == "echo":
-            results[task] = {"split": "probe_sets", **run_echo(model, enc, load_probe_set(task, args.limit), autocast)}
+        elif task in ("echo", "echo_override"):
+            results[task] = {"split": "probe_sets", **run_echo(model, enc, load_probe_set("echo", args.limit), autocast,
+                                                               override=task == "echo_override")}
         elif task == "sft":
             results[task] = run_sft(model, enc, sft_examples(ckpt, enc, args), autocast)
         else:

@@ -3,6 +3,7 @@ for multiple choice and LAMBADA, held-out token losses, and the probes' next-tok
 measurements. tools/evaluate.py turns them into its tasks; tools/extend.py reuses the losses.
 """
 
+import copy
 import math
 import sys
 from pathlib import Path
@@ -181,34 +182,73 @@ def next_token_shift(model, enc, pairs, args, autocast, group):
         groups.setdefault(pair[group], []).append(i)
     by_group = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())}
                 for k, i in groups.items()}
-    answers = [{"id": i, **pair, "top1_agreement": bool(a), "kl": float(k)} for i, (pair, a, k) in enumerate(zip(pairs, agree, kl))]
+    answers = [{"id": i, **pair, "top1_agreement": bool(a), "kl": float(k)}
+               for i, (pair, a, k) in enumerate(zip(pairs, agree, kl))]
     return {"n": len(pairs), "top1_agreement": float(np.mean(agree.numpy().astype(np.float64))),
             "top1_agreement_stderr": mean_stderr(agree.numpy()),
             "kl": float(kl.mean()), f"by_{group}": by_group, "examples": pairs[:3], "answers": answers}
 
 
-def run_echo(model, enc, prompts, autocast, new_tokens=16):
-    """Does greedy generation repeat a string it has only seen in the prompt (an invented name,
-    a misspelt word)? echo_rate: the share of prompts whose next new_tokens contain it."""
-    echoed, continuations = [], []
+SAMPLED = {"temperature": 0.7, "top_p": 0.9}  # the Kronecker paper's generation probe
+ECHO_SAMPLES = 5  # draws per prompt at SAMPLED
+
+
+def spare_ids(model, enc, prompts):
+    """(a copy of model with one spare id per prompt, each prompt's ids): the prompt's string
+    (with its leading space, as the text has it) enters as the single new token V + i whose bytes
+    it is, the rest of the prompt as usual: what the Kronecker package's forward_with_byte_override
+    computes at that position (tests/test_kronecker.py). Only a code made from bytes can do it."""
+    if not hasattr(model.wte, "token_bytes"):
+        raise UserError(f"echo_override needs the Kronecker input, whose code is made from a token's bytes; this "
+                        f"model's input is {model.config.input!r}: score echo instead")
+    strings = [" " + p["string"] if " " + p["string"] in p["prompt"] else p["string"] for p in prompts]
+    V, model = model.config.vocab_size, copy.deepcopy(model)
+    model.add_tokens([enc.encode_ordinary(s) for s in strings], [s.encode("utf-8") for s in strings])
+    ids = []
+    for i, (p, s) in enumerate(zip(prompts, strings)):
+        before, _, after = p["prompt"].partition(s)
+        ids.append([*enc.encode_ordinary(before), V + i, *enc.encode_ordinary(after)])
+    return model, ids, [s.encode("utf-8") for s in strings]
+
+
+def run_echo(model, enc, prompts, autocast, new_tokens=16, override=False, seed=0):
+    """Does generation repeat a string it has only seen in the prompt (an invented name, a
+    misspelt word)? echo_rate: the share of prompts whose greedy next new_tokens contain it;
+    echo_rate_sampled: the share of ECHO_SAMPLES draws a prompt at SAMPLED that do. override:
+    the string enters as one token of its own bytes (spare_ids; the Kronecker input only)."""
+    ids, extra, V = [enc.encode_ordinary(p["prompt"]) for p in prompts], [], model.config.vocab_size
+    if override:
+        model, ids, extra = spare_ids(model, enc, prompts)
     device = next(model.parameters()).device
-    for p in prompts:
-        idx = torch.tensor([enc.encode_ordinary(p["prompt"])[-model.config.block_size:]], device=device)
+    generator = torch.Generator(device).manual_seed(seed)
+
+    def continue_(prompt_ids, **sampling):
+        idx = torch.tensor([prompt_ids[-model.config.block_size:]], device=device)
         try:
             with autocast:
-                new = torch.cat(list(model.generate(idx, new_tokens, temperature=0)), dim=1)  # (1, new_tokens)
+                new = torch.cat(list(model.generate(idx, new_tokens, generator=generator, **sampling)), dim=1)
         except ValueError as e:  # non-finite logits
             raise UserError(f"{e}; evaluate another checkpoint") from None
-        continuations.append(enc.decode(new[0].tolist()))
-        echoed.append(float(p["string"] in continuations[-1]))
+        return b"".join(enc.decode_single_token_bytes(t) if t < V else extra[t - V] for t in new[0].tolist()).decode(
+            "utf-8", errors="replace")  # a spare id spells its string
+
+    answers = []
+    for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
+        greedy = continue_(prompt_ids, temperature=0)
+        draws = [continue_(prompt_ids, **SAMPLED) for _ in range(ECHO_SAMPLES)]
+        answers.append({"id": i, **p, "continuation": greedy, "echoed": p["string"] in greedy, "samples": draws,
+                        "echoed_sampled": float(np.mean([p["string"] in d for d in draws]))})
+    echoed, sampled = [float(a["echoed"]) for a in answers], [a["echoed_sampled"] for a in answers]
     by_category = {}
-    for p, e in zip(prompts, echoed):
-        by_category.setdefault(p["category"], []).append(e)
+    for a in answers:
+        by_category.setdefault(a["category"], []).append(a)
     return {"n": len(prompts), "echo_rate": float(np.mean(echoed)), "echo_rate_stderr": mean_stderr(echoed),
-            "by_category": {k: {"n": len(v), "echo_rate": float(np.mean(v))} for k, v in by_category.items()},
-            "examples": [{**p, "continuation": c} for p, c in zip(prompts[:3], continuations)],
-            "answers": [{"id": i, **p, "continuation": c, "echoed": bool(e)}
-                        for i, (p, c, e) in enumerate(zip(prompts, continuations, echoed))]}
+            "echo_rate_sampled": float(np.mean(sampled)), "echo_rate_sampled_stderr": mean_stderr(sampled),
+            "sampling": {**SAMPLED, "samples": ECHO_SAMPLES, "seed": seed},
+            "by_category": {k: {"n": len(v), "echo_rate": float(np.mean([a["echoed"] for a in v])),
+                                "echo_rate_sampled": float(np.mean([a["echoed_sampled"] for a in v]))}
+                            for k, v in by_category.items()},
+            "examples": answers[:3], "answers": answers}
 
 
 def run_sft(model, enc, examples, autocast):
