@@ -31,7 +31,7 @@ from tqdm import tqdm
 from codes import describe_quality
 from model import GPT
 from tablefree.checkpoint import (build_model, finetune_from, model_state, read_code_source, refuse_to_overwrite,
-                                  resume_from, save_checkpoint, start_run_dir, tokenizer_state)
+                                  resume_from, same_tokenizer, save_checkpoint, start_run_dir, tokenizer_state)
 from tablefree.common import UserError, append_line, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import describe_cost, estimate_cost
@@ -147,16 +147,12 @@ def train(settings, given=None):
     finetune = s.init_from not in ("scratch", "resume")  # a new run from a trained model's weights
     if s.init_from != "resume":
         refuse_to_overwrite(out, s.overwrite)
-    notices = []  # a resumed run's recipe changes, printed below
+    notices, finetuned_from = [], None  # a resumed run's recipe changes, printed below; the source
     if s.init_from == "resume":
         ckpt, notices = resume_from(s, given, out)  # also sets the model, dataset, seed and recipe
         finetuned_from = ckpt.get("finetuned_from")
     elif finetune:
-        ckpt, source = finetune_from(s, given, out)  # also sets the model
-        finetuned_from = {"checkpoint": str(source), "iter_num": ckpt.get("iter_num"),
-                          "dataset": ckpt.get("settings", {}).get("dataset")}
-    else:
-        finetuned_from = None
+        ckpt, finetuned_from = finetune_from(s, given, out)  # also sets the model
     if s.gradient_accumulation_steps % world:
         raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
                         f"multiple of the {world} ranks")
@@ -170,18 +166,10 @@ def train(settings, given=None):
         raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
                         f"{data} has {meta['vocab_size']}; prepare the data again as the run had it")
     splits = {split: open_split(data, meta, split) for split in ("train", "val")}
-    masks = {split: open_masks(data, meta, split, shards) for split, shards in splits.items()}  # SFT data's
-    if "sft" in meta and s.block_size < meta["sft"]["block_size"]:
-        raise UserError(f"{data} was prepared for block_size {meta['sft']['block_size']} (its longest examples); "
-                        f"train with --block_size={meta['sft']['block_size']} or more, or prepare it again with "
-                        f"--block_size {s.block_size}")
+    masks = {split: open_masks(data, meta, split, shards, s.block_size) for split, shards in splits.items()}  # SFT's
     tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])  # saved in checkpoints
-    if finetune and ckpt["tokenizer"] != tokenizer:
-        ours, theirs = ckpt["tokenizer"]["info"], meta["tokenizer"]
-        raise UserError(f"{source} was trained with a {ours['name']} tokenizer of {ours['vocab_size']:,} tokens (data "
-                        f"{finetuned_from['dataset']!r}) but {data} was prepared with another ({theirs['name']}, "
-                        f"{theirs['vocab_size']:,} tokens); prepare it with the model's: python prepare.py ... "
-                        f"--tokenizer_from {Path(s.data_dir) / str(finetuned_from['dataset'])}")
+    if finetune:
+        same_tokenizer(ckpt, finetuned_from, tokenizer, data, s.data_dir)
     val = meta["splits"]["val"]
 
     def batch(split, *keys):

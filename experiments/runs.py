@@ -21,7 +21,7 @@ from tablefree.configurator import check_settings, resolve, script_settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: train.py and tools/ live there
 TRAIN = ROOT / "train.py"
-PROBES = ("spelling", "echo")  # tools/evaluate.py's committed probe sets, scored on every finished run
+PROBES = ("spelling", "echo", "layers")  # tools/evaluate.py's committed probe sets, scored on every finished run
 
 
 def train_settings(argv):
@@ -142,8 +142,9 @@ def probe_run(directory, max_iters):
     results = evaluated(directory, max_iters, PROBES)
     spelling = results["spelling"]
     return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"],
-            "echo_rate": results["echo"]["echo_rate"],
-            "spelling_by_category": {c: g["top1_agreement"] for c, g in spelling["by_category"].items()}}
+            "echo_rate": results["echo"]["echo_rate"], "echo_rate_sampled": results["echo"]["echo_rate_sampled"],
+            "spelling_by_category": {c: g["top1_agreement"] for c, g in spelling["by_category"].items()},
+            "layers": {c: g["cosine_by_layer"] for c, g in results["layers"]["by_category"].items()}}
 
 
 def summarize(runs):
@@ -177,8 +178,10 @@ def summarize(runs):
                                 "max": max(q["bit_balance"]["max"] for q in qualities)}}
         if all("probes" in r for r in rs):  # mean and std over seeds of each probe score
             probes = [r["probes"] for r in rs]
-            for key in ("spelling_top1", "spelling_kl", "echo_rate"):
+            for key in ("spelling_top1", "spelling_kl", "echo_rate", "echo_rate_sampled"):
                 summary[kind][key], summary[kind][f"{key}_std"] = mean_std([p[key] for p in probes])
+            summary[kind]["layers"] = {c: [statistics.mean(p["layers"][c][i] for p in probes)
+                                           for i in range(len(probes[0]["layers"][c]))] for c in probes[0]["layers"]}
             summary[kind]["spelling_by_category"] = {c: statistics.mean(p["spelling_by_category"][c] for p in probes)
                                                      for c in probes[0]["spelling_by_category"]}
     for kind, s in summary.items():

@@ -240,7 +240,7 @@ def model_state(model):
 
 
 def finetune_from(s, given, out):
-    """(the checkpoint s.init_from names, its path) for a new run in out that starts from its weights
+    """(the checkpoint s.init_from names, what the new run records of it) for a new run in out from its weights
     (fine-tuning): step 0, a fresh optimizer, the new run's own schedule and data. The model
     settings become the checkpoint's (one given with another value is an error: the weights fix
     the architecture), except dropout, which acts only in training and may be set anew."""
@@ -264,7 +264,19 @@ def finetune_from(s, given, out):
                             f"the checkpoint's architecture: drop --{key}")
         else:
             setattr(s, key, trained)
-    return ckpt, path
+    return ckpt, {"checkpoint": str(path), "iter_num": ckpt.get("iter_num"),
+                  "dataset": ckpt.get("settings", {}).get("dataset")}
+
+
+def same_tokenizer(ckpt, source, tokenizer, data, data_dir):
+    """Refuse data prepared with another tokenizer than the fine-tuned model's (tokenizer_state's
+    info and rank file, so two BPEs of one size still differ); source: finetune_from's record."""
+    if ckpt["tokenizer"] != tokenizer:
+        ours, theirs = ckpt["tokenizer"]["info"], tokenizer["info"]
+        raise UserError(f"{source['checkpoint']} was trained with a {ours['name']} tokenizer of {ours['vocab_size']:,} "
+                        f"tokens (data {source['dataset']!r}) but {data} was prepared with another ({theirs['name']}, "
+                        f"{theirs['vocab_size']:,} tokens); prepare it with the model's: python prepare.py ... "
+                        f"--tokenizer_from {Path(data_dir) / str(source['dataset'])}")
 
 
 def resume_from(s, given, out):

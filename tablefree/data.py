@@ -80,12 +80,17 @@ def open_split(directory, meta, split):
     return shards
 
 
-def open_masks(directory, meta, split, shards):
+def open_masks(directory, meta, split, shards, block_size=None):
     """The split's loss masks, uint8 memmaps one per shard of open_split's shards (1: a target the
-    loss counts), for supervised fine-tuning data (tablefree/sft.py); None for other data."""
+    loss counts), for supervised fine-tuning data (tablefree/sft.py); None for other data. A
+    block_size below the one the data was made for is refused (a window could count nothing)."""
     names = meta["splits"][split].get("mask_files")
     if names is None:
         return None
+    if block_size is not None and block_size < meta["sft"]["block_size"]:
+        raise UserError(f"{directory} was prepared for block_size {meta['sft']['block_size']} (its longest examples); "
+                        f"train with --block_size={meta['sft']['block_size']} or more, or prepare it again with "
+                        f"--block_size {block_size}")
     directory = Path(directory)
     masks = []
     for name, tokens in zip(names, (len(s) for s in shards)):

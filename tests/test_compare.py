@@ -39,12 +39,16 @@ def test_summary_arithmetic():
 def test_probe_summary_arithmetic():
     def probed(top1, echo):
         return {**fake_run(1.0), "probes": {"spelling_top1": top1, "spelling_kl": 2 * top1, "echo_rate": echo,
-                                            "spelling_by_category": {"case": top1, "swap": 1 - top1}}}
+                                            "echo_rate_sampled": echo / 2,
+                                            "spelling_by_category": {"case": top1, "swap": 1 - top1},
+                                            "layers": {"byte_similar": [1.0, top1], "meaning_similar": [0.5, echo]}}}
     s = compare.summarize({"learned": [probed(0.4, 0.0), probed(0.6, 0.5)], "kronecker": [probed(0.7, 1.0)] * 2})
     assert s["learned"]["spelling_top1"] == pytest.approx(0.5) and s["learned"]["spelling_top1_std"] == pytest.approx(0.1414, abs=1e-4)
     assert s["learned"]["echo_rate"] == pytest.approx(0.25) and s["kronecker"]["spelling_by_category"]["swap"] == pytest.approx(0.3)
     table = "\n".join(compare.probe_tables(s))
-    assert "| learned | 0.500 ± 0.141 | 1.000 ± 0.283 | 0.250 ± 0.354 |" in table and "| swap | 0.50 | 0.30 |" in table
+    assert "| learned | 0.500 ± 0.141 | 1.000 ± 0.283 | 0.250 ± 0.354 | 0.125 ± 0.177 |" in table
+    assert "| swap | 0.50 | 0.30 |" in table
+    assert "| learned | byte similar | 1.000 | 0.500 |" in table and "| kronecker | meaning similar | 0.500 | 1.000 |" in table
 
 
 def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):

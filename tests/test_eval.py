@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import prepare
 import train
@@ -305,7 +306,7 @@ def test_echo_is_counted_when_the_continuation_holds_the_string(run):
 
 def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, capsys):
     folder = write_jsonl_folder(tmp_path / "bench")
-    tasks = "val,rare_tokens,typos,spelling,echo,hellaswag,piqa,arc_easy,arc_challenge,lambada"
+    tasks = "val,rare_tokens,typos,spelling,echo,layers,hellaswag,piqa,arc_easy,arc_challenge,lambada"
     evaluate.main(["--ckpt", str(run), "--tasks", tasks, "--data", str(folder), "--data_dir", str(data_dir),
                    "--typo_pairs", "5", "--batch_size", "4"])
     report = json.loads((run / "eval.json").read_text())
@@ -325,6 +326,9 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
         mine = [float(a[key]) for a in answers if a["task"] == task]  # every answer kept: the figure re-sums exactly
         assert len(mine) == results[task]["n"] and float(np.mean(mine)) == results[task][metric], (task, metric)
     assert "answers" not in results["hellaswag"]  # the summary stays a summary
+    layers = results["layers"]["by_category"]["byte_similar"]
+    mine = np.mean([a["cosine_by_layer"][-1] for a in answers if a["task"] == "layers" and a["category"] == "byte_similar"])
+    assert layers["n"] == 24 and len(layers["cosine_by_layer"]) == 3 and math.isclose(mine, layers["cosine_by_layer"][-1])
     table = capsys.readouterr().out
     assert "| hellaswag | file | 2 | acc_norm |" in table and "| val | val |" in table
     held_out = tmp_path / "held_out.txt"
@@ -376,3 +380,28 @@ def test_the_data_source_can_come_from_the_environment(monkeypatch):
     assert evaluate.parse_args(["--tasks", "piqa", "--data", "hub"]).data == "hub"
     with pytest.raises(UserError, match="unknown task.s. mmlu; choose from val"):
         evaluate.parse_args(["--tasks", "piqa,mmlu"])
+
+
+def test_the_layered_probe_by_hand(run):
+    from tools.probes import layer_cosines
+    model = build_model(load_checkpoint(run), kernels=False).eval()
+    enc = load_encoding(load_checkpoint(run)["tokenizer"])
+    pairs = load_probe_set("layers")
+    assert len(pairs) == 48 and {p["category"] for p in pairs} == {"byte_similar", "meaning_similar"}
+    cosines = layer_cosines(model, enc, pairs[:2], torch.autocast("cpu", enabled=False))
+    assert cosines.shape == (2, model.config.n_layer + 1)
+
+    def states(word):  # by hand: the input, then each block, at the last position
+        idx = torch.tensor([enc.encode_ordinary(f"the {word}")])
+        x, out = model.wte(idx).float(), []
+        out.append(x[0, -1])
+        rope = model.rotary(0, idx.size(1))
+        for block in model.h:
+            x = block(x, rope)
+            out.append(x[0, -1])
+        return torch.stack(out).double()
+    with torch.no_grad():
+        by_hand = F.cosine_similarity(states(pairs[0]["a"]), states(pairs[0]["b"]), dim=-1)
+    assert torch.allclose(cosines[0], by_hand, atol=1e-6)
+    same = layer_cosines(model, enc, [{"category": "x", "a": "king", "b": "king"}], torch.autocast("cpu", enabled=False))
+    assert torch.allclose(same, torch.ones_like(same))

@@ -36,11 +36,12 @@ from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding
 from tools.harness import run_harness
 from tools.probes import bucket_losses, typo_pairs
-from tools.scoring import benchmark_requests, next_token_shift, run_benchmark, run_echo, run_sft, run_val, token_losses
+from tools.scoring import (benchmark_requests, next_token_shift, run_benchmark, run_echo, run_layers, run_sft, run_val,
+                           token_losses)
 from tools.tasks import TASKS, default_data, load_probe_set
 
 TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
-PROBE_SETS = ("spelling", "echo", "echo_override")  # on the committed prompts in probe_sets/ (override: Kronecker)
+PROBE_SETS = ("spelling", "echo", "echo_override", "layers")  # the committed probe_sets/ (override: Kronecker)
 OWN_TASKS = (*TEXT_TASKS, *PROBE_SETS, "sft")  # sft: the val examples of prompt/response data (prepare.py --sft)
 
 
@@ -121,6 +122,10 @@ def table(results):
     """Markdown rows: task, split, n, metric, value, stderr."""
     lines = ["| task | split | n | metric | value | stderr |", "|---|---|---|---|---|---|"]
     for task, r in results.items():
+        if task == "layers":  # the cosine at the input and after the last block, per category
+            lines += [f"| layers, {c} | probe_sets | {g['n']} | cosine at the input / after block {len(g['cosine_by_layer']) - 1} "
+                      f"| {g['cosine_by_layer'][0]:.4f} / {g['cosine_by_layer'][-1]:.4f} | |" for c, g in r["by_category"].items()]
+            continue
         if task == "rare_tokens":
             for b in r["buckets"]:
                 loss = "" if b["loss"] is None else f"{b['loss']:.4f}"
@@ -164,6 +169,8 @@ def score_tasks(ckpt, model, enc, tasks, args, autocast):
         elif task in ("echo", "echo_override"):
             results[task] = {"split": "probe_sets", **run_echo(model, enc, load_probe_set("echo", args.limit), autocast,
                                                                override=task == "echo_override")}
+        elif task == "layers":
+            results[task] = {"split": "probe_sets", **run_layers(model, enc, load_probe_set(task, args.limit), autocast)}
         elif task == "sft":
             results[task] = run_sft(model, enc, sft_examples(ckpt, enc, args), autocast)
         else:

@@ -10,6 +10,7 @@ typos         prompt pairs that differ by one typo in their last word; the probe
 import re
 
 import numpy as np
+import torch
 import torch.nn.functional as F
 
 BUCKET_EDGES = (0, 1, 10, 100, 1_000, 10_000, 100_000)  # train-split counts where buckets start
@@ -89,3 +90,27 @@ def typo_metrics(clean, typo):
     agree = (clean.argmax(-1) == typo.argmax(-1)).float()
     kl = F.kl_div(typo, clean, reduction="none", log_target=True).sum(-1)  # sum_v p_c (log p_c - log p_t)
     return agree.cpu(), kl.cpu()
+
+
+@torch.no_grad()
+def layer_cosines(model, enc, pairs, autocast):
+    """Where does a model tell two words apart? Per pair, the cosine similarity of the two words'
+    hidden states at their last token, each word after "the" ("the compute" / "the commute"), at
+    the input (the token input's output) and after each block: (N, n_layer + 1) float64."""
+    device, states = next(model.parameters()).device, []
+    hooks = [m.register_forward_hook(lambda m, args, out: states.append(out[0, -1].double()))
+             for m in (model.wte, *model.h)]
+    try:
+        rows = []
+        for pair in pairs:
+            both = []
+            for word in (pair["a"], pair["b"]):
+                states.clear()
+                with autocast:
+                    model(torch.tensor([enc.encode_ordinary(f"the {word}")], device=device))
+                both.append(torch.stack(states))  # (n_layer + 1, n_embd)
+            rows.append(F.cosine_similarity(both[0], both[1], dim=-1))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack(rows).cpu()

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from tablefree.common import UserError
 from tablefree.data import bits_per_byte
-from tools.probes import typo_metrics
+from tools.probes import layer_cosines, typo_metrics
 from tools.tasks import load_rows, to_docs
 
 
@@ -249,6 +249,18 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16, override=False, seed=
                                 "echo_rate_sampled": float(np.mean([a["echoed_sampled"] for a in v]))}
                             for k, v in by_category.items()},
             "examples": answers[:3], "answers": answers}
+
+
+def run_layers(model, enc, pairs, autocast):
+    """The layered probe (probes.layer_cosines): per category, the mean cosine similarity of the
+    pairs' hidden states at the input and after each block; per pair, its own."""
+    cosines = layer_cosines(model, enc, pairs, autocast)  # (N, n_layer + 1)
+    groups = {}
+    for i, pair in enumerate(pairs):
+        groups.setdefault(pair["category"], []).append(i)
+    return {"n": len(pairs), "by_category": {c: {"n": len(i), "cosine_by_layer": cosines[i].mean(dim=0).tolist()}
+                                             for c, i in groups.items()},
+            "answers": [{"id": i, **pair, "cosine_by_layer": cosines[i].tolist()} for i, pair in enumerate(pairs)]}
 
 
 def run_sft(model, enc, examples, autocast):

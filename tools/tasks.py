@@ -204,6 +204,8 @@ def load_probe_set(name, limit=None):
               (transposition, deletion, insertion, substitution, doubled letter, vowel, last letter
               dropped, all caps, capitalised, missing space, extra space)
     echo      30 prompts that show an invented name or a misspelt word and then ask for it again
+    layers    48 word pairs (ours): 24 close in bytes and far in meaning (compute/commute,
+              nation/notion, ...), 24 close in meaning and far in bytes (big/large, sea/ocean, ...)
     """
     path = Path(__file__).resolve().parent / "probe_sets" / f"{name}.jsonl"
     return read_jsonl(path.read_bytes(), path)[:limit]
