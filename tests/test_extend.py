@@ -117,6 +117,15 @@ def test_extend_end_to_end(data_dir, tmp_path):
         assert r["before"]["n"] > r["after"]["n"]  # fewer tokens for the same bytes
         assert r["after"]["new_tokens"]["n"] > 0 and abs(r["bpb_change"]) < 1
     assert "| frozen | 1 |" in (tmp_path / "extension.md").read_text()
+    for how in ("mean", "random"):  # no adaptation: only the new rows' start differs
+        extend.main(["--ckpt", str(tmp_path / "learned"), "--new_tokens", "8", "--data_dir", str(data_dir),
+                     "--results_dir", str(tmp_path), "--name", how, "--new_rows", how])
+    mean, drawn = (json.loads((tmp_path / f"{how}.json").read_text())["runs"][0] for how in ("mean", "random"))
+    assert drawn["table_rows"] == "random" and mean["table_rows"] == "mean" and rows[1]["table_rows"] is None
+    assert drawn["before"] == mean["before"] and drawn["after"]["bpb"] != mean["after"]["bpb"]
+    table = torch.zeros(5, 3, requires_grad=True)
+    extend.random_rows(table, 3, seed=0)  # rows 3 and 4 drawn at the table's init scale, the old ones kept
+    assert not table[:3].any() and torch.equal(table[3:], torch.randn(2, 3, generator=torch.Generator().manual_seed(0)) * 0.02)
     (tmp_path / "learned" / "ckpt.pt").rename(tmp_path / "gone.pt")  # the frozen codes' source is gone
     with pytest.raises(SystemExit) as stopped:
         extend.main(["--ckpt", str(tmp_path / "frozen"), "--data_dir", str(data_dir), "--results_dir", str(tmp_path)])

@@ -15,7 +15,8 @@ same for every input interface (our choice throughout):
    its own pieces, so every new token is made of old ones). They take ids V .. V + M - 1; the
    end-of-text token keeps its id V - 1.
 3. The extended model (GPT.add_tokens): a new head row is the mean of its pieces' head rows; a
-   learned table's new row the mean of its pieces' rows; binary and affine codes come from the
+   learned table's new row the mean of its pieces' rows (or, --new_rows random, drawn from
+   N(0, 0.02^2), the table's own initialisation: the common default); binary and affine codes come from the
    ids (aliasing past 2^K: see BinaryCodeInput.add_tokens); Kronecker codes from the bytes;
    frozen codes from the mean of the pieces' source rows, projected as the old ones were.
 4. Optionally --adapt_steps of AdamW on the first half in the new tokenization, moving only
@@ -160,12 +161,24 @@ def extend_run(path, args):
         note = model.add_tokens(pieces, [a + b for a, b in merges], source)
     except ValueError as e:
         raise UserError(f"{path}: {e}") from None
+    table = args.new_rows if ckpt["model_config"]["input"] == "learned" else None  # only a table has rows to draw
+    if table == "random":
+        random_rows(model.wte.weight, V, ckpt["settings"]["seed"])
     if args.adapt_steps:
         adapt(model, encode_docs(new_enc, first), V, args.adapt_steps, args.adapt_lr, args.batch_size)
     after = measure(model, new_enc, encode_docs(new_enc, second), counts, V, args)
     return {"run": str(path.parent), "input": ckpt["model_config"]["input"], "seed": ckpt["settings"]["seed"],
             "vocab_size": V, "new_tokens": len(merges), "examples": [(a + b).decode("utf-8", "replace") for a, b in merges[:8]],
-            "input_note": note, "before": before, "after": after, "bpb_change": after["bpb"] / before["bpb"] - 1}
+            "input_note": note, "table_rows": table, "before": before, "after": after,
+            "bpb_change": after["bpb"] / before["bpb"] - 1}
+
+
+@torch.no_grad()
+def random_rows(table, V, seed):
+    """The new rows of a learned table (ids V ..) drawn anew from N(0, 0.02^2), as GPT initialises
+    the table, from a generator seeded by the run's seed."""
+    rows = table[V:]
+    rows.copy_(torch.randn(rows.shape, generator=torch.Generator().manual_seed(seed)).to(rows) * 0.02)
 
 
 def free_and_aliased(note):
@@ -179,7 +192,7 @@ def report(command, rows, args):
         by_input.setdefault(r["input"], []).append(r)
     lines = [f"# Adding {args.new_tokens} words after training", "", f"`{command}`, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; protocol: extend.py's docstring, "
-             f"adaptation steps: {args.adapt_steps}.", "",
+             f"adaptation steps: {args.adapt_steps}, a learned table's new rows: {args.new_rows}.", "",
              "| input | runs | bits/byte before | bits/byte after | relative change (mean ± std) | loss on new tokens | binary codes: free / aliased |",
              "|---|---|---|---|---|---|---|"]
     for kind, rs in by_input.items():
@@ -210,6 +223,8 @@ def main(argv=None):
     p.add_argument("--new_tokens", type=int, default=64, help="M, the words added")
     p.add_argument("--adapt_steps", type=int, default=0, help="AdamW steps on the new rows only (0: none)")
     p.add_argument("--adapt_lr", type=float, default=1e-3)
+    p.add_argument("--new_rows", choices=("mean", "random"), default="mean",
+                   help="a learned table's new rows: the mean of their pieces' rows, or random as the table's init")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--data_dir", default="data")
     p.add_argument("--dataset", default=None, help="prepared dataset (default: the one each run trained on)")
