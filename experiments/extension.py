@@ -1,0 +1,142 @@
+"""Vocabulary extension at scale: add 64, 512 and 2,048 words to models of every input trained at
+V = 8,192, with a learned table's new rows from their pieces or at random, with and without a
+short adaptation of the new rows: results/extension.md, .json.
+
+    python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
+    python -m experiments.extension            # 15 runs, then 12 extensions of each: ~3.5 h on 2 cores
+    python -m experiments.extension --seeds 1 --new_tokens 64 --adapt_steps 0   # a part of it
+
+The frozen-code paper: its frozen table "accepts 10,000 new words after training with a 3% cost
+where the learned table collapses by 43%". Our grid, our choice throughout: the scaling study's
+V = 8,192 point (experiments/config/compare_cpu.py and scaling_cpu.py on cpu-mix-8k) for every
+input and seed; binary and affine with --extra_bits=1 (V = 2^13 leaves them no free code, one
+bit more leaves 8,192), so new ids get codes of their own; then tools/extend.py's protocol for
+each M in NEW_TOKENS (2,048 is 25% of V), each way to start a learned table's rows (NEW_ROWS:
+frozen, Kronecker and the codes ignore it) and each ADAPT_STEPS. Runs and extensions are kept:
+an interrupted grid goes on where it stopped.
+"""
+
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from experiments.runs import ROOT, results_files, run_arguments, run_dir, train_run, train_settings
+from model import INPUTS
+from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
+from tablefree.device import machine
+
+BASE = [str(ROOT / "experiments" / "config" / f) for f in ("compare_cpu.py", "scaling_cpu.py")] + ["--dataset=cpu-mix-8k"]
+NEW_TOKENS, NEW_ROWS, ADAPT_STEPS = (64, 512, 2048), ("mean", "random"), (0, 200)
+HEADROOM = {"binary": ["--extra_bits=1"], "affine": ["--extra_bits=1"]}  # codes of their own for new ids
+
+
+def grid(new_tokens, new_rows, adapt_steps):
+    """The extensions to run: (M, rows, steps, the name of their tools/extend.py report)."""
+    return [(m, rows, steps, f"extend-{m}-{rows}-{steps}") for m, rows, steps in
+            itertools.product(new_tokens, new_rows, adapt_steps)]
+
+
+def pretrain(kinds, seeds, root, data_dir):
+    """The V = 8,192 run of every input and seed, trained or resumed as needed: {kind: [dirs]}."""
+    argv = [*BASE, f"--data_dir={data_dir}"]
+    settings = train_settings(argv)
+    dirs = {}
+    for kind in kinds:
+        dirs[kind] = []
+        for seed in range(seeds):
+            directory = run_dir(root, kind, seed)
+            train_run([*argv, *run_arguments(settings, kind, seed, root), *HEADROOM.get(kind, [])], directory,
+                      settings["max_iters"], f"{kind}, seed {seed} at V = 8,192")
+            dirs[kind].append(directory)
+    return dirs
+
+
+def extend(dirs, cell, root, data_dir):
+    """tools/extend.py on every run for one grid cell, or its kept report: its rows."""
+    m, rows, steps, name = cell
+    report = root / "extensions" / f"{name}.json"
+    if not report.exists():
+        report.parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "tools.extend", "--ckpt", *map(str, (d for ds in dirs.values() for d in ds)),
+                   "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps", str(steps), "--name", name,
+                   "--results_dir", str(report.parent), "--data_dir", data_dir]
+        print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
+        if subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL).returncode:
+            raise UserError(f"tools/extend.py failed for {name} (its error is above); run again: finished cells are kept")
+    return json.loads(report.read_text())["runs"]
+
+
+def summarize(cells):
+    """{(M, rows, steps): {input: relative change mean, std, new-token loss mean, runs}}."""
+    summary = {}
+    for (m, rows, steps, _), runs in cells:
+        by_input = {}
+        for r in runs:
+            by_input.setdefault(r["input"], []).append(r)
+        summary[(m, rows, steps)] = {kind: {
+            "runs": len(rs), "change": statistics.mean(r["bpb_change"] for r in rs),
+            "change_std": statistics.stdev(r["bpb_change"] for r in rs) if len(rs) > 1 else 0.0,
+            "new_loss": statistics.mean(r["after"]["new_tokens"]["loss"] for r in rs),
+            "before": statistics.mean(r["before"]["bpb"] for r in rs),
+            "after": statistics.mean(r["after"]["bpb"] for r in rs)} for kind, rs in by_input.items()}
+    return summary
+
+
+def report(command, info, summary, kinds):
+    lines = ["# Adding words at V = 8,192: every input, 64 to 2,048 new tokens", "",
+             f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, finished {info['date']}. "
+             "Relative change of held-out bits per byte after adding the words (mean ± std over seeds; the "
+             "protocol: tools/extend.py's docstring). Table rows: how a learned table's new rows start (the "
+             "others ignore it). Binary and affine code with one extra bit (their new ids have codes of their "
+             "own).", "",
+             "| new tokens | table rows | adaptation steps | " + " | ".join(kinds) + " |", "|---|---|---|" + "---|" * len(kinds)]
+    for (m, rows, steps), by_input in summary.items():
+        lines.append(f"| {m:,} | {rows} | {steps} | " + " | ".join(
+            f"{100 * by_input[k]['change']:+.2f}% ± {100 * by_input[k]['change_std']:.2f}%" if k in by_input else ""
+            for k in kinds) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = ArgumentParser(prog="python -m experiments.extension", description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--inputs", default=",".join(INPUTS))
+    p.add_argument("--new_tokens", default=",".join(map(str, NEW_TOKENS)), help="comma-separated M")
+    p.add_argument("--new_rows", default=",".join(NEW_ROWS), help="comma-separated: mean, random")
+    p.add_argument("--adapt_steps", default=",".join(map(str, ADAPT_STEPS)), help="comma-separated")
+    p.add_argument("--data_dir", default="data")
+    p.add_argument("--runs_dir", default="out-extension")
+    p.add_argument("--results_dir", default="results")
+    with user_errors("extension.py"):
+        args = p.parse_args(argv)
+        kinds = args.inputs.split(",")
+        require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
+        require(all(k in INPUTS for k in kinds), "--inputs", args.inputs, f"a comma-separated list of {', '.join(INPUTS)}")
+        require(set(args.new_rows.split(",")) <= set(NEW_ROWS), "--new_rows", args.new_rows, "mean and/or random")
+        try:
+            cells = grid([int(m) for m in args.new_tokens.split(",")], args.new_rows.split(","),
+                         [int(s) for s in args.adapt_steps.split(",")])
+        except ValueError:
+            raise UserError("--new_tokens and --adapt_steps take comma-separated whole numbers") from None
+        if "frozen" in kinds and "learned" not in kinds:
+            kinds.insert(0, "learned")  # frozen's codes come from it
+        md, js, _ = results_files(args.results_dir, "extension")
+        root = Path(args.runs_dir)
+        dirs = pretrain(kinds, args.seeds, root, args.data_dir)
+        done = [(cell, extend(dirs, cell, root, args.data_dir)) for cell in cells]
+        summary, info = summarize(done), machine()
+        command = " ".join(["python -m experiments.extension", *argv])
+        table = report(command, info, summary, kinds)
+        write_atomic(md, table)
+        write_atomic(js, json.dumps({"command": command, "machine": info, "runs": {name: runs for (*_, name), runs in done},
+                                     "summary": {f"{m}-{rows}-{steps}": s for (m, rows, steps), s in summary.items()}},
+                                    indent=2))
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

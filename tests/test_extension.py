@@ -1,0 +1,32 @@
+"""experiments/extension.py end to end on the tiny corpus (its grid at V = 8,192 takes hours:
+python -m experiments.extension). Run: python -m pytest tests/test_extension.py"""
+
+import json
+
+from conftest import TINY
+from experiments import extension
+
+
+def test_the_grid_is_every_combination():
+    cells = extension.grid((64, 512), ("mean", "random"), (0,))
+    assert [c[:3] for c in cells] == [(64, "mean", 0), (64, "random", 0), (512, "mean", 0), (512, "random", 0)]
+    assert len({c[3] for c in cells}) == 4  # one report name each
+
+
+def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(extension, "BASE", [f"--data_dir={data_dir}", "--dataset=tiny", *TINY, "--max_iters=4",
+                                            "--lr_decay_iters=4", "--eval_interval=4"])
+    argv = ["--seeds", "1", "--inputs", "learned,binary,frozen", "--new_tokens", "8", "--new_rows", "mean,random",
+            "--adapt_steps", "0", "--data_dir", str(data_dir), "--runs_dir", str(tmp_path / "runs"),
+            "--results_dir", str(tmp_path / "results")]
+    extension.main(argv)
+    results = json.loads((tmp_path / "results" / "extension.json").read_text())
+    assert set(results["runs"]) == {"extend-8-mean-0", "extend-8-random-0"}
+    binary = json.loads((tmp_path / "runs" / "binary-seed0" / "config.json").read_text())["model"]
+    assert binary["extra_bits"] == 1  # headroom: 2^10 codes for 300 + 8 ids
+    rows = {r["input"]: r for r in results["runs"]["extend-8-random-0"]}
+    assert rows["learned"]["table_rows"] == "random" and rows["binary"]["input_note"]["aliased"] == 0
+    assert "| 8 | random | 0 |" in (tmp_path / "results" / "extension.md").read_text()
+    kept = (tmp_path / "runs" / "extensions" / "extend-8-mean-0.json").stat().st_mtime
+    extension.main(argv)  # nothing is redone
+    assert (tmp_path / "runs" / "extensions" / "extend-8-mean-0.json").stat().st_mtime == kept
