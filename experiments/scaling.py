@@ -1,5 +1,5 @@
 """Does the learned table's advantage shrink with scale? Learned vs fixed-code inputs over a grid
-of widths, token budgets, vocabularies and learning rates, on two CPU cores.
+of widths, depths, token budgets, vocabularies and learning rates, on two CPU cores.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
@@ -47,8 +47,10 @@ POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so e
     "tokens-2x": ("tokens", {"max_iters": 2400, "lr_decay_iters": 2400}, ("learned", "binary")),
     "tokens-4x": ("tokens", {"max_iters": 4800, "lr_decay_iters": 4800}, ("learned", "binary")),
     "width-384": ("width", {"n_embd": 384}, ("learned", "binary", "affine")),  # the largest point
+    "depth-3": ("depth", {"n_layer": 3}, ("learned", "binary")),  # the base has 6 layers
+    "depth-12": ("depth", {"n_layer": 12}, ("learned", "binary")),
 }
-AXES = ("width", "tokens", "vocab", "lr")  # the base point sits on every axis
+AXES = ("width", "tokens", "vocab", "lr", "depth")  # the base point sits on every axis
 PAPERS = ROOT / "config/binary.py"  # the papers' 32-layer shape and 17B tokens, for the extrapolation
 
 
@@ -117,7 +119,7 @@ def analyse(rows, papers):
     def read(a, b, cov):  # the fit at the papers' compute, with its standard error
         return a + b * x, math.sqrt(cov[0, 0] + 2 * x * cov[0, 1] + x * x * cov[1, 1])
 
-    for axis in ("width", "tokens"):
+    for axis in ("width", "tokens", "depth"):
         points = [r for r in rows if r["axis"] in (axis, "base") and r["input"] == "binary"]
         if len(points) < 2:
             continue
@@ -144,14 +146,14 @@ def analyse(rows, papers):
 
 
 def report(command, info, rows, fits, papers, base_files):
-    lines = ["# Scaling: the learned table's advantage against model width, tokens, vocabulary and learning rate", "",
+    lines = ["# Scaling: the learned table's advantage against model width, depth, tokens, vocabulary and learning rate", "",
              f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, {info['date']}. "
              f"Base: `{base_files}`; one change per point. gap = input's val bits/byte - learned's (mean over seeds; "
              f"positive: the learned table is better), ± the standard error of the difference.", "",
-             "| point | axis | n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | seeds | learned bits/byte | "
-             "input | input bits/byte | gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 14]
+             "| point | axis | layers x n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | seeds | "
+             "learned bits/byte | input | input bits/byte | gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 14]
     for r in rows:
-        lines.append(f"| {r['point']} | {r['axis']} | {r['n_embd']} | {r['V']:,} | {r['tokens'] / 1e6:.2f}M ({r['epochs']:.1f}) | "
+        lines.append(f"| {r['point']} | {r['axis']} | {r.get('n_layer', 6)} x {r['n_embd']} | {r['V']:,} | {r['tokens'] / 1e6:.2f}M ({r['epochs']:.1f}) | "
                      f"{r['lr']:g} | {r['compute']:.2e} | {100 * r['share']:.1f}% | {r['seeds']} | "
                      f"{r['learned_bpb']:.4f} | {r['input']} | {r['bpb']:.4f} | {r['gap']:+.4f} ± {r['stderr']:.4f} | "
                      f"{r['loss_gap']:+.4f} ± {r['loss_stderr']:.4f} |")
@@ -218,7 +220,7 @@ def main(argv=None):
     p = ArgumentParser(prog="python -m experiments.scaling", description=__doc__.split("\n")[0],
                        epilog="Any other argument is a config file or --key=value setting of train.py, applied to every run.")
     p.add_argument("--points", default=",".join(POINTS), help=f"comma-separated: {', '.join(POINTS)}")
-    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--name", default="scaling", help="names results/<name>.* and out-compare/<name>/")
     p.add_argument("--results_dir", default="results")
     p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
@@ -251,7 +253,8 @@ def main(argv=None):
             compute, V, share, epochs = plan[name]
             for kind in kinds[1:]:
                 g, s = summary[kind]["vs_learned"], summary[kind]
-                rows.append({"point": name, "axis": axis, "input": kind, "n_embd": settings["n_embd"], "V": V,
+                rows.append({"point": name, "axis": axis, "input": kind, "n_embd": settings["n_embd"],
+                             "n_layer": settings["n_layer"], "V": V,
                              "tokens": s["tokens"], "epochs": epochs, "lr": settings["learning_rate"], "compute": compute,
                              "share": share,
                              "seeds": s["seeds"], "learned_bpb": summary["learned"]["val_bpb"], "bpb": s["val_bpb"],

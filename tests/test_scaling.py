@@ -16,11 +16,12 @@ TINY_POINTS = {  # the grid's shape at a size that runs in seconds
 
 
 def test_point_settings_change_one_thing():
-    base = {"n_embd": 160, "max_iters": 1200, "lr_decay_iters": 1200, "learning_rate": 2e-3, "min_lr": 2e-4,
+    base = {"n_embd": 160, "n_layer": 6, "max_iters": 1200, "lr_decay_iters": 1200, "learning_rate": 2e-3, "min_lr": 2e-4,
             "dataset": "cpu-mix-1k"}
     assert scaling.point_settings(base, "base") == base
     assert scaling.point_settings(base, "width-384") == {**base, "n_embd": 384}
     assert scaling.point_settings(base, "vocab-8k") == {**base, "dataset": "cpu-mix-8k"}
+    assert scaling.point_arguments("depth-12") == ["--n_layer=12"] and scaling.POINTS["depth-3"][0] == "depth"
     changed = {name: {k for k in scaling.point_settings(base, name) if scaling.point_settings(base, name)[k] != base[k]}
                for name in scaling.POINTS}
     assert all(len(keys) <= 2 for keys in changed.values())  # (lr points change min_lr with it)
@@ -81,7 +82,7 @@ def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsy
     assert base["learned_bpb"] == pytest.approx(sum(r["val_bpb"] for r in learned) / 2)
     assert set(results["fits"]) == {"width", "tokens"} and math.isfinite(results["fits"]["tokens"]["at_papers"])
     table = (tmp_path / "results" / "scaling.md").read_text()
-    assert "| tokens-2x | tokens | 32 | 300 |" in table and "- tokens axis (2 points)" in table
+    assert "| tokens-2x | tokens | 2 x 32 | 300 |" in table and "- tokens axis (2 points)" in table
     assert (tmp_path / "results" / "scaling.png").read_bytes()[:4] == b"\x89PNG"  # matplotlib: requirements-extras.txt
     logs = {p: p.read_bytes() for p in (tmp_path / "runs").rglob("log.jsonl")}
     scaling.main(argv)  # everything finished: rebuilt from the logs
