@@ -31,14 +31,14 @@ from tqdm import tqdm
 from codes import describe_quality
 from model import GPT
 from tablefree.checkpoint import (build_model, finetune_from, model_state, read_code_source, refuse_to_overwrite,
-                                  resume_from, same_tokenizer, save_checkpoint, start_run_dir, tokenizer_state)
+                                  resume_from, same_tokenizer, save_checkpoint, start_run_dir)
 from tablefree.common import UserError, append_line, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import describe_cost, estimate_cost
 from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
 from tablefree.norms import input_norms
-from tablefree.tokenizer import load_encoding, vocab_bytes
+from tablefree.tokenizer import load_encoding, tokenizer_state, vocab_bytes
 
 # -----------------------------------------------------------------------------
 # I/O

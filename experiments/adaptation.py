@@ -31,11 +31,11 @@ from pathlib import Path
 from experiments.runs import (ROOT, difference, evaluated, pyplot, results_files, run_arguments, run_dir, save_figure,
                               train_run, train_settings)
 from model import INPUTS
-from tablefree.checkpoint import read_log, tokenizer_state
+from tablefree.checkpoint import read_log
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.data import read_meta, split_ids
 from tablefree.device import machine
-from tablefree.tokenizer import load_encoding
+from tablefree.tokenizer import load_tokenizer
 
 PRETRAIN, KJV, SPELL = (str(ROOT / "config" / f) for f in ("shakespeare.py", "finetune_kjv.py", "sft_spelling.py"))
 WORD = re.compile(r"\b[a-z]{3,10}\b")  # lower-case words of 3 to 10 letters
@@ -45,7 +45,7 @@ def spelling_pairs(data_dir):
     """The SFT examples, one per distinct word of tiny Shakespeare's training split."""
     directory = Path(data_dir) / "shakespeare"
     meta = read_meta(directory)
-    enc = load_encoding(tokenizer_state(meta["tokenizer"], directory / meta["tokenizer"]["file"]))
+    enc = load_tokenizer(directory, meta["tokenizer"])
     ids = split_ids(directory, meta, "train")
     words = sorted(set(WORD.findall(enc.decode(ids[ids != enc.eot_token].tolist()))))
     return [{"prompt": f"spell: {w}\n", "response": " ".join(w)} for w in words]

@@ -226,14 +226,6 @@ def build_packed(config, ckpt):
     return model
 
 
-def tokenizer_state(info, rank_file):
-    """What a checkpoint stores to decode its tokens: the meta.json entry and the rank file text."""
-    try:
-        return {"info": info, "ranks": Path(rank_file).read_text()}
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read the tokenizer file {rank_file} ({e}); prepare the data again") from None
-
-
 def model_state(model):
     """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
     return {"model": model.state_dict(), "model_config": asdict(model.config)}
@@ -269,8 +261,8 @@ def finetune_from(s, given, out):
 
 
 def same_tokenizer(ckpt, source, tokenizer, data, data_dir):
-    """Refuse data prepared with another tokenizer than the fine-tuned model's (tokenizer_state's
-    info and rank file, so two BPEs of one size still differ); source: finetune_from's record."""
+    """Refuse data prepared with another tokenizer than the fine-tuned model's (tokenizer.tokenizer_state:
+    its entry and rank file, so two BPEs of one size still differ); source: finetune_from's record."""
     if ckpt["tokenizer"] != tokenizer:
         ours, theirs = ckpt["tokenizer"]["info"], tokenizer["info"]
         raise UserError(f"{source['checkpoint']} was trained with a {ours['name']} tokenizer of {ours['vocab_size']:,} "

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from tablefree.common import UserError
+from tablefree.tokenizer import tokenizer_state
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
@@ -149,8 +150,7 @@ def checkpoint_dataset(ckpt, data_dir, dataset=None):
     """The prepared dataset's folder and meta.json, checked to use the checkpoint's tokenizer."""
     directory = Path(data_dir) / (dataset or ckpt["settings"]["dataset"])
     meta = read_meta(directory)
-    ranks = directory / meta["tokenizer"]["file"]
-    if meta["tokenizer"] != ckpt["tokenizer"]["info"] or not ranks.exists() or ranks.read_text() != ckpt["tokenizer"]["ranks"]:
+    if tokenizer_state(meta["tokenizer"], directory / meta["tokenizer"]["file"]) != ckpt["tokenizer"]:
         raise UserError(f"{directory} was prepared with another tokenizer than the checkpoint's; evaluate on the "
                         f"dataset the run trained on (--dataset) or give --text")
     return directory, meta

@@ -16,7 +16,7 @@ from tablefree.checkpoint import load_checkpoint, read_log
 from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.data import get_batch, open_masks, open_split, read_meta
-from tablefree.tokenizer import load_encoding
+from tablefree.tokenizer import load_tokenizer
 from tools import evaluate
 
 
@@ -95,7 +95,7 @@ def test_sft_rows_become_bins_and_masks_and_bad_rows_are_counted(sft_data, data_
     assert meta["sft"]["bad_rows"] == {"not JSON": 1, "no prompt or response": 1, "empty response": 1, "not UTF-8": 2,
                                        "longer than block_size": 1}
     assert meta["sft"]["examples"] == 24 and meta["tokenizer"] == read_meta(data_dir / "tiny")["tokenizer"]
-    enc = load_encoding({"info": meta["tokenizer"], "ranks": (directory / "tokenizer.tiktoken").read_text()})
+    enc = load_tokenizer(directory, meta["tokenizer"])
     pairs = {}
     for split in ("train", "val"):
         shards = open_split(directory, meta, split)

@@ -155,7 +155,7 @@ def test_a_checkpoint_with_the_projection_as_weight_still_loads():
 def test_a_string_at_a_spare_id_is_the_packages_byte_override(reference, tiny_vocab, data_dir):
     from tools.scoring import spare_ids
     meta = json.loads((data_dir / "tiny" / "meta.json").read_text())
-    enc = load_encoding({"info": meta["tokenizer"], "ranks": (data_dir / "tiny" / "tokenizer.tiktoken").read_text()})
+    enc = load_tokenizer(data_dir / "tiny", meta["tokenizer"])
     V = len(tiny_vocab)
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=V, n_layer=1, n_head=2, n_embd=32, block_size=64, input="kronecker"), tiny_vocab)
