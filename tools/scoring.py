@@ -169,6 +169,14 @@ def run_val(targets, losses, enc, where):
             "bpb": bits_per_byte(loss, len(targets), int(token_bytes[targets].sum()))}
 
 
+def indices_by(items, key):
+    """{item[key]: [the indices of the items with it]}, in first-seen order: a probe's categories."""
+    groups = {}
+    for i, item in enumerate(items):
+        groups.setdefault(item[key], []).append(i)
+    return groups
+
+
 def next_token_shift(model, enc, pairs, args, autocast, group):
     """How a typo moves the next-token distribution: top-1 agreement and KL(P_clean || P_typo)
     after each pair's clean and typo prompts (probes.typo_metrics), overall and per pair[group]."""
@@ -177,16 +185,29 @@ def next_token_shift(model, enc, pairs, args, autocast, group):
     last = score_sequences(model, prompts, args.batch_size, autocast,  # (V,) each: the next token's distribution
                            lambda i, logits: F.log_softmax(logits[-1].float(), dim=-1))
     agree, kl = typo_metrics(torch.stack(last[0::2]), torch.stack(last[1::2]))
-    groups = {}
-    for i, pair in enumerate(pairs):
-        groups.setdefault(pair[group], []).append(i)
     by_group = {k: {"n": len(i), "top1_agreement": float(agree[i].mean()), "kl": float(kl[i].mean())}
-                for k, i in groups.items()}
+                for k, i in indices_by(pairs, group).items()}
     answers = [{"id": i, **pair, "top1_agreement": bool(a), "kl": float(k)}
                for i, (pair, a, k) in enumerate(zip(pairs, agree, kl))]
     return {"n": len(pairs), "top1_agreement": float(np.mean(agree.numpy().astype(np.float64))),
             "top1_agreement_stderr": mean_stderr(agree.numpy()),
             "kl": float(kl.mean()), f"by_{group}": by_group, "examples": pairs[:3], "answers": answers}
+
+
+def generated(model, prompt_ids, new_tokens, autocast, stop=None, **sampling):
+    """Up to new_tokens ids model.generate chooses after prompt_ids (its last block_size), ending
+    early after `stop`; sampling: generate's (temperature, top_p, generator, ...)."""
+    idx = torch.tensor([prompt_ids[-model.config.block_size:]], device=next(model.parameters()).device)
+    new = []
+    try:
+        with autocast:
+            for token in model.generate(idx, new_tokens, **sampling):
+                new.append(token.item())
+                if new[-1] == stop:
+                    break
+    except ValueError as e:  # non-finite logits
+        raise UserError(f"{e}; evaluate another checkpoint") from None
+    return new
 
 
 SAMPLED = {"temperature": 0.7, "top_p": 0.9}  # the Kronecker paper's generation probe
@@ -219,17 +240,11 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16, override=False, seed=
     ids, extra, V = [enc.encode_ordinary(p["prompt"]) for p in prompts], [], model.config.vocab_size
     if override:
         model, ids, extra = spare_ids(model, enc, prompts)
-    device = next(model.parameters()).device
-    generator = torch.Generator(device).manual_seed(seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
 
     def continue_(prompt_ids, **sampling):
-        idx = torch.tensor([prompt_ids[-model.config.block_size:]], device=device)
-        try:
-            with autocast:
-                new = torch.cat(list(model.generate(idx, new_tokens, generator=generator, **sampling)), dim=1)
-        except ValueError as e:  # non-finite logits
-            raise UserError(f"{e}; evaluate another checkpoint") from None
-        return b"".join(enc.decode_single_token_bytes(t) if t < V else extra[t - V] for t in new[0].tolist()).decode(
+        new = generated(model, prompt_ids, new_tokens, autocast, generator=generator, **sampling)
+        return b"".join(enc.decode_single_token_bytes(t) if t < V else extra[t - V] for t in new).decode(
             "utf-8", errors="replace")  # a spare id spells its string
 
     answers = []
@@ -239,9 +254,7 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16, override=False, seed=
         answers.append({"id": i, **p, "continuation": greedy, "echoed": p["string"] in greedy, "samples": draws,
                         "echoed_sampled": float(np.mean([p["string"] in d for d in draws]))})
     echoed, sampled = [float(a["echoed"]) for a in answers], [a["echoed_sampled"] for a in answers]
-    by_category = {}
-    for a in answers:
-        by_category.setdefault(a["category"], []).append(a)
+    by_category = {k: [answers[i] for i in group] for k, group in indices_by(answers, "category").items()}
     return {"n": len(prompts), "echo_rate": float(np.mean(echoed)), "echo_rate_stderr": mean_stderr(echoed),
             "echo_rate_sampled": float(np.mean(sampled)), "echo_rate_sampled_stderr": mean_stderr(sampled),
             "sampling": {**SAMPLED, "samples": ECHO_SAMPLES, "seed": seed},
@@ -255,34 +268,21 @@ def run_layers(model, enc, pairs, autocast):
     """The layered probe (probes.layer_cosines): per category, the mean cosine similarity of the
     pairs' hidden states at the input and after each block; per pair, its own."""
     cosines = layer_cosines(model, enc, pairs, autocast)  # (N, n_layer + 1)
-    groups = {}
-    for i, pair in enumerate(pairs):
-        groups.setdefault(pair["category"], []).append(i)
     return {"n": len(pairs), "by_category": {c: {"n": len(i), "cosine_by_layer": cosines[i].mean(dim=0).tolist()}
-                                             for c, i in groups.items()},
+                                             for c, i in indices_by(pairs, "category").items()},
             "answers": [{"id": i, **pair, "cosine_by_layer": cosines[i].tolist()} for i, pair in enumerate(pairs)]}
 
 
 def run_sft(model, enc, examples, autocast):
     """Exact match on prompt/response examples: greedy decoding from the prompt gives the response's
     tokens and then end-of-text. examples: [(prompt ids, response ids)] (evaluate.sft_examples)."""
-    hits, shown, answers = [], [], []
-    device = next(model.parameters()).device
+    answers = []
     for prompt, response in examples:
-        new = []
-        try:
-            with autocast:
-                for token in model.generate(torch.tensor([prompt], device=device), len(response) + 1, temperature=0):
-                    new.append(token.item())
-                    if new[-1] == enc.eot_token:
-                        break
-        except ValueError as e:  # non-finite logits
-            raise UserError(f"{e}; evaluate another checkpoint") from None
-        hits.append(float(new == [*response, enc.eot_token]))
+        new = generated(model, prompt, len(response) + 1, autocast, stop=enc.eot_token, temperature=0)
         answers.append({"id": len(answers), "prompt": prompt, "response": response, "generated": new,
-                        "correct": bool(hits[-1])})
-        if len(shown) < 3:
-            shown.append({"prompt": enc.decode(prompt), "response": enc.decode(response),
-                          "generated": enc.decode([t for t in new if t != enc.eot_token])})
+                        "correct": new == [*response, enc.eot_token]})
+    hits = [float(a["correct"]) for a in answers]
+    shown = [{"prompt": enc.decode(a["prompt"]), "response": enc.decode(a["response"]),
+              "generated": enc.decode([t for t in a["generated"] if t != enc.eot_token])} for a in answers[:3]]
     return {"n": len(examples), "exact_match": float(np.mean(hits)), "exact_match_stderr": mean_stderr(hits),
             "examples": shown, "answers": answers}
