@@ -54,16 +54,17 @@ def spelling_pairs(data_dir):
 def prepare_data(data_dir, runs):
     """data/shakespeare, data/kjv (in its tokens) and data/spelling, each by prepare.py (which
     keeps a dataset that is up to date)."""
-    pairs = runs / "spelling.jsonl"
-    commands = [[], ["--dataset", "kjv"], ["--sft", "--input", str(pairs), "--name", "spelling", "--block_size", "128"]]
-    for k, extra in enumerate(commands):
-        if k == 2:
-            runs.mkdir(parents=True, exist_ok=True)
-            write_atomic(pairs, "".join(json.dumps(p) + "\n" for p in spelling_pairs(data_dir)))
-        tokenizer = ["--tokenizer_from", str(Path(data_dir) / "shakespeare")] if k else []
-        command = [sys.executable, str(ROOT / "prepare.py"), "--out_dir", data_dir, "--quiet", *extra, *tokenizer]
-        if subprocess.run(command).returncode:
+    def prepare(*args):
+        if subprocess.run([sys.executable, str(ROOT / "prepare.py"), "--out_dir", data_dir, "--quiet", *args]).returncode:
             raise SystemExit(1)  # prepare.py said why
+
+    shakespeare_tokens = ["--tokenizer_from", str(Path(data_dir) / "shakespeare")]
+    prepare()
+    prepare("--dataset", "kjv", *shakespeare_tokens)
+    pairs = runs / "spelling.jsonl"  # the words of the prepared Shakespeare
+    runs.mkdir(parents=True, exist_ok=True)
+    write_atomic(pairs, "".join(json.dumps(p) + "\n" for p in spelling_pairs(data_dir)))
+    prepare("--sft", "--input", str(pairs), "--name", "spelling", "--block_size", "128", *shakespeare_tokens)
 
 
 def evals(directory):
@@ -83,9 +84,9 @@ def run_kind(kind, seed, root, data_dir):
     train_run([KJV, *common], tuned_dir, steps, f"KJV fine-tuning {kind} {seed}", start=str(pre_dir))
     train_run([PRETRAIN, *common, *inputs, "--dataset=kjv", f"--max_iters={steps}", f"--lr_decay_iters={steps}"],
               scratch_dir, steps, f"KJV from scratch {kind} {seed}")
-    spell = train_run([SPELL, *common], spell_dir, train_settings([SPELL])["max_iters"], f"spelling SFT {kind} {seed}",
-                      start=str(pre_dir))
-    exact = evaluated(spell_dir, train_settings([SPELL])["max_iters"], ["sft"])["sft"]
+    spell_steps = train_settings([SPELL])["max_iters"]
+    spell = train_run([SPELL, *common], spell_dir, spell_steps, f"spelling SFT {kind} {seed}", start=str(pre_dir))
+    exact = evaluated(spell_dir, spell_steps, ["sft"])["sft"]
     tuned, scratch = evals(tuned_dir), evals(scratch_dir)
     return {"pretrain_bpb": pretrain["val_bpb"], "kjv_before": tuned[0][1], "kjv_after": tuned[-1][1],
             "kjv_scratch": scratch[-1][1], "spelling_exact": exact["exact_match"], "spelling_n": exact["n"],

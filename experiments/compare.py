@@ -98,20 +98,18 @@ def probe_tables(summary):
     return lines
 
 
-def plot(runs, path):
+def plot(runs, summary, path):
     """Validation-loss curves of every run; where logged, the mean norm of the vectors tokens enter
-    by (solid) and of the head's rows (dashed); and the layered probe; if matplotlib is installed."""
+    by (solid) and of the head's rows (dashed); and the layered probe's curves (summarize's means
+    over seeds); if matplotlib is installed."""
     plt = pyplot()
     if plt is None:
         return
     fig, (ax, norms, layers) = plt.subplots(1, 3, figsize=(17, 4.5))
     for color, (kind, rs) in zip((f"C{i}" for i in range(10)), runs.items()):
-        probed = [r["probes"]["layers"] for r in rs if "layers" in r.get("probes", {})]
-        for category, style in (("byte_similar", "-"), ("meaning_similar", ":")):
-            if probed:  # the layered probe, mean over seeds
-                curve = [sum(p[category][i] for p in probed) / len(probed) for i in range(len(probed[0][category]))]
-                layers.plot(range(len(curve)), curve, color=color, linestyle=style,
-                            label=kind if category == "byte_similar" else None)
+        for category, curve in summary[kind].get("layers", {}).items():
+            layers.plot(range(len(curve)), curve, color=color, linestyle="-" if category == "byte_similar" else ":",
+                        label=kind if category == "byte_similar" else None)
         for k, r in enumerate(rs):
             steps, losses = zip(*r["curve"][1:])  # step 0 is the untrained model
             ax.plot(steps, losses, color=color, alpha=0.8, label=kind if k == 0 else None)
@@ -162,7 +160,7 @@ def main(argv=None):
         write_atomic(md, table)
         write_atomic(js, json.dumps({"command": command, "machine": info, "settings": base,
                                                            "summary": summary, "runs": runs}, indent=2))
-    plot(runs, png)
+    plot(runs, summary, png)
     print(table)
 
 

@@ -19,11 +19,10 @@ an interrupted grid goes on where it stopped.
 import itertools
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import ROOT, results_files, run_arguments, run_dir, train_run, train_settings
+from experiments.runs import ROOT, results_files, run_arguments, run_dir, run_tool, train_run, train_settings
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine
@@ -60,12 +59,11 @@ def extend(dirs, cell, root, data_dir):
     report = root / "extensions" / f"{name}.json"
     if not report.exists():
         report.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "tools.extend", "--ckpt", *map(str, (d for ds in dirs.values() for d in ds)),
-                   "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps", str(steps), "--name", name,
-                   "--results_dir", str(report.parent), "--data_dir", data_dir]
         print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
-        if subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL).returncode:
-            raise UserError(f"tools/extend.py failed for {name} (its error is above); run again: finished cells are kept")
+        run_tool("extend", "--ckpt", *map(str, (d for ds in dirs.values() for d in ds)), "--new_tokens", str(m),
+                 "--new_rows", rows, "--adapt_steps", str(steps), "--name", name, "--results_dir", str(report.parent),
+                 "--data_dir", data_dir,
+                 failed=f"tools/extend.py failed for {name} (its error is above); run again: finished cells are kept")
     return json.loads(report.read_text())["runs"]
 
 

@@ -129,16 +129,22 @@ def evaluated(directory, max_iters, tasks):
 
     results = scored()
     if set(tasks) - set(results):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, "-m", "tools.evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks)]
-        if subprocess.run(command, env=env, stdout=subprocess.DEVNULL).returncode:
-            raise UserError(f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
+        run_tool("evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks),
+                 failed=f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
         results = scored()
     return results
 
 
+def run_tool(name, *args, failed):
+    """python -m tools.<name> args as its own process (stdout dropped: its results are its files),
+    from anywhere; its failure is the one-line error `failed`."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    if subprocess.run([sys.executable, "-m", f"tools.{name}", *args], env=env, stdout=subprocess.DEVNULL).returncode:
+        raise UserError(failed)
+
+
 def probe_run(directory, max_iters):
-    """The spelling and echo probes of a finished run (evaluated)."""
+    """The spelling, echo and layered probes of a finished run (evaluated)."""
     results = evaluated(directory, max_iters, PROBES)
     spelling = results["spelling"]
     return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"],
