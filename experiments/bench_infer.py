@@ -131,7 +131,8 @@ def decode_probe(path, dtype, new_tokens):
     matmul, linear_weights = linears_alone(model, prompt)
     print(json.dumps({"tok_s": new_tokens / seconds, "matmul_ms": 1000 * matmul,
                       "other_ms": 1000 * (seconds / new_tokens - matmul), "weights_per_s": linear_weights / matmul,
-                      "weights": size(model), "body_weights": size(model.h), "rss": memory_status("VmRSS"), "peak_rss": memory_status("VmHWM")}))
+                      "weights": size(model), "body_weights": size(model.h), "rss": memory_status("VmRSS"),
+                      "peak_rss": memory_status("VmHWM")}))
 
 
 def bench_ternary(args, fields=None):

@@ -225,8 +225,8 @@ def _build():
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             source, built = Path(tmp) / "ternary.c", Path(tmp) / "ternary.so"
             source.write_text(SOURCE)
-            done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC", str(source), "-o", str(built), "-lm"],
-                                  capture_output=True, text=True)
+            done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
+                                   str(built), "-lm"], capture_output=True, text=True)
             if done.returncode:
                 return None, f"torch._int_mm (int8 weights in memory): gcc failed ({done.stderr.strip()[:100]})"
             os.replace(built, library)  # whole or not at all, for a concurrent first use
@@ -279,7 +279,7 @@ class KernelLinear(nn.Linear):
 
 
 def fast_linears(model):
-    """Let every nn.Linear of model take the C path for one-row float32 inference (KernelLinear),
+    """Let every nn.Linear of model take the C path for one-row float32 or bfloat16 inference (KernelLinear),
     where the kernel can be had; the model is otherwise unchanged. Returns model."""
     lib = kernel()
     if lib is not None:
