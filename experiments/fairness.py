@@ -1,7 +1,7 @@
 """Are the CPU comparison's rankings fair? frozen at equal compute, kronecker at equal input
 parameters, the learned table at its own learning rate: results/fairness.md, .json.
 
-    python -m experiments.fairness                               # 45 runs, ~5 hours on 2 cores, resumable
+    python -m experiments.fairness                               # 54 runs, ~5 hours on 2 cores, resumable
     python -m experiments.fairness --parts kronecker --seeds 1   # a part of it
 
 Every run is the CPU comparison's preset (experiments/config/compare_cpu.py, as experiments.compare
@@ -15,21 +15,30 @@ runs it) with one change, over 3 seeds (RUNS), our choices throughout:
   table's exactly (pos_dim 16: 655,360, 4x). The other control, a learned input with Kronecker's
   655,360 parameters, would be a factorised table V x r x n_embd with r = 553 > n_embd = 160: more
   parameters, no more capacity than the table itself, so it is not run.
-- lr: the learned table at input_lr_scale 0.25, 0.5 and 2 (the rest at the preset's rate).
+- lr: the learned table at input_lr_scale 0.25, 0.5 and 2 (the rest at the preset's rate 2e-3),
+  and at the rate where the scaling study saw the table fall behind the codes (8e-3) with and
+  without its own lower rate (0.25x: the table at 2e-3), binary at 8e-3 too: the best learned run
+  against the best binary one.
 
-Compute is in units of one preset run (train.py's FLOPs per token are the same for every input).
+Compute is train.py's training FLOPs (the same per token for every input), a frozen run's with its
+source's added, and in units of the base learned run.
 """
 
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import ROOT, difference, results_files, run_dir, train_run, train_settings
+from experiments.runs import ROOT, difference, results_files, run_dir, run_size, train_run, train_settings
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.data import read_meta
 from tablefree.device import machine
 
 PRESET = str(ROOT / "experiments" / "config" / "compare_cpu.py")
+
+
+LR_8E3 = ["--learning_rate=8e-3", "--min_lr=8e-4"]  # the scaling study's lr-8e-3 point
 
 
 def steps(n):
@@ -37,22 +46,25 @@ def steps(n):
     return [f"--max_iters={n}", f"--lr_decay_iters={n}", *(["--warmup_iters=10"] if n < 500 else [])]
 
 
-RUNS = {  # name: (part, input, train.py arguments, compute in preset runs, the learned run frozen's codes come from)
-    "learned": ("all", "learned", [], 1.0, None),
-    "binary": ("all", "binary", [], 1.0, None),
-    "learned-10pct": ("frozen", "learned", steps(120), 0.1, None),
-    "learned-25pct": ("frozen", "learned", steps(300), 0.25, None),
-    "frozen-10pct": ("frozen", "frozen", [], 1.1, "learned-10pct"),
-    "frozen-25pct": ("frozen", "frozen", [], 1.25, "learned-25pct"),
-    "frozen-full": ("frozen", "frozen", [], 2.0, "learned"),
-    "learned-1.1x": ("frozen", "learned", steps(1320), 1.1, None),
-    "learned-1.25x": ("frozen", "learned", steps(1500), 1.25, None),
-    "learned-2x": ("frozen", "learned", steps(2400), 2.0, None),
-    "kronecker-pos16": ("kronecker", "kronecker", [], 1.0, None),
-    "kronecker-pos4": ("kronecker", "kronecker", ["--pos_dim=4"], 1.0, None),
-    "learned-lr0.25": ("lr", "learned", ["--input_lr_scale=0.25"], 1.0, None),
-    "learned-lr0.5": ("lr", "learned", ["--input_lr_scale=0.5"], 1.0, None),
-    "learned-lr2": ("lr", "learned", ["--input_lr_scale=2.0"], 1.0, None),
+RUNS = {  # name: (part, input, train.py arguments, the learned run frozen's codes come from)
+    "learned": ("all", "learned", [], None),
+    "binary": ("all", "binary", [], None),
+    "learned-10pct": ("frozen", "learned", steps(120), None),
+    "learned-25pct": ("frozen", "learned", steps(300), None),
+    "frozen-10pct": ("frozen", "frozen", [], "learned-10pct"),
+    "frozen-25pct": ("frozen", "frozen", [], "learned-25pct"),
+    "frozen-full": ("frozen", "frozen", [], "learned"),
+    "learned-1.1x": ("frozen", "learned", steps(1320), None),  # each frozen run's total compute
+    "learned-1.25x": ("frozen", "learned", steps(1500), None),
+    "learned-2x": ("frozen", "learned", steps(2400), None),
+    "kronecker-pos16": ("kronecker", "kronecker", [], None),
+    "kronecker-pos4": ("kronecker", "kronecker", ["--pos_dim=4"], None),
+    "learned-table0.25x": ("lr", "learned", ["--input_lr_scale=0.25"], None),
+    "learned-table0.5x": ("lr", "learned", ["--input_lr_scale=0.5"], None),
+    "learned-table2x": ("lr", "learned", ["--input_lr_scale=2.0"], None),
+    "learned-lr8e-3": ("lr", "learned", LR_8E3, None),
+    "learned-lr8e-3-table0.25x": ("lr", "learned", [*LR_8E3, "--input_lr_scale=0.25"], None),
+    "binary-lr8e-3": ("lr", "binary", LR_8E3, None),
 }
 PARTS = ("frozen", "kronecker", "lr")
 
@@ -60,43 +72,81 @@ PARTS = ("frozen", "kronecker", "lr")
 def chosen(parts):
     """The runs a set of parts needs, in RUNS' order (the base pair, and every frozen run's source)."""
     names = [n for n, (part, *_) in RUNS.items() if part in ("all", *parts)]
-    return [n for n in RUNS if n in names or any(RUNS[m][4] == n for m in names)]
+    return [n for n in RUNS if n in names or any(RUNS[m][3] == n for m in names)]
 
 
 def arguments(name, seed, root):
     """train.py's arguments for one run of RUNS."""
-    _, kind, extra, _, source = RUNS[name]
+    _, kind, extra, source = RUNS[name]
     codes = [f"--codes_from={run_dir(root, source, seed)}"] if source else []
     return [PRESET, f"--input={kind}", f"--seed={seed}", f"--code_seed={seed}", *extra, *codes]
 
 
-def summarize(runs):
-    """Per run name: mean and std over seeds of val bits/byte, its compute and input parameters,
-    and its gap to the base learned run."""
+def flops(run_args):
+    """Training FLOPs of one run (train.py's count: the same per token for every input)."""
+    settings = train_settings(run_args)
+    return run_size(settings, read_meta(Path(settings["data_dir"]) / settings["dataset"])["vocab_size"])[0]
+
+
+def summarize(runs, run_flops):
+    """Per run name: mean and std over seeds of val bits/byte, its compute (a frozen run's with its
+    codes' source's) and input parameters, and its gap to the base learned run."""
     summary = {}
+    total = {name: f + (run_flops[RUNS[name][3]] if RUNS[name][3] else 0.0) for name, f in run_flops.items()}
     for name, rs in runs.items():
         values = [r["val_bpb"] for r in rs]
-        summary[name] = {"part": RUNS[name][0], "input": RUNS[name][1], "compute": RUNS[name][3], "seeds": len(rs),
+        summary[name] = {"part": RUNS[name][0], "input": RUNS[name][1], "flops": total[name],
+                         "compute": total[name] / total["learned"], "seeds": len(rs),
                          "input_params": rs[0]["input_params"], "val_bpb": statistics.mean(values),
                          "val_bpb_std": statistics.stdev(values) if len(values) > 1 else 0.0}
     for name, s in summary.items():
-        if name != "learned" and "learned" in summary:
+        if name != "learned":
             s["vs_learned"] = difference(s, summary["learned"], "val_bpb")
     return summary
+
+
+def answers(summary):
+    """The three questions as (question, run, its control, the gap run - control with its standard
+    error): each frozen run against the learned run of the same total compute, kronecker at the
+    table's parameter count against learned, the best learned run of the lr part against the best
+    binary one."""
+    out = []
+    for name, s in summary.items():
+        if s["input"] == "frozen":
+            equal = [n for n, c in summary.items() if c["input"] == "learned" and n != RUNS[name][3]
+                     and math.isclose(c["compute"], s["compute"], rel_tol=0.01)]
+            out += [("frozen at equal compute", name, n, difference(s, summary[n], "val_bpb")) for n in equal]
+    if "kronecker-pos4" in summary:
+        out.append(("kronecker at equal input parameters", "kronecker-pos4", "learned",
+                    summary["kronecker-pos4"]["vs_learned"]))
+    lr = [n for n, s in summary.items() if s["part"] in ("all", "lr")]
+    if any(summary[n]["part"] == "lr" for n in lr):
+        best = {kind: min((n for n in lr if summary[n]["input"] == kind), key=lambda n: summary[n]["val_bpb"])
+                for kind in ("learned", "binary")}
+        out.append(("the table at its own learning rate: best learned vs best binary", best["learned"], best["binary"],
+                    difference(summary[best["learned"]], summary[best["binary"]], "val_bpb")))
+    return out
 
 
 def report(command, info, summary):
     lines = ["# Fair comparisons at the CPU preset: equal compute, equal input parameters, the table's own rate", "",
              f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, finished {info['date']}. "
-             "Mean ± std over seeds; compute in units of one preset run; gap: val bits/byte minus the base learned "
-             "run's, with the standard error of the difference.", "",
-             "| run | part | input | trainable input params | compute | seeds | val bits/byte | gap to learned |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Mean ± std over seeds; compute: training FLOPs (a frozen run's with its codes' source's), and in units of "
+             "the base learned run; gap: val bits/byte minus the base learned run's, with the standard error of the "
+             "difference.", "",
+             "| run | part | input | trainable input params | FLOPs | compute | seeds | val bits/byte | gap to learned |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, s in summary.items():
         g = s.get("vs_learned")
         gap = f"{g['gap']:+.4f} ± {g['stderr']:.4f}" if g else ""
-        lines.append(f"| {name} | {s['part']} | {s['input']} | {s['input_params']:,} | {s['compute']:.2f} | {s['seeds']} | "
-                     f"{s['val_bpb']:.4f} ± {s['val_bpb_std']:.4f} | {gap} |")
+        lines.append(f"| {name} | {s['part']} | {s['input']} | {s['input_params']:,} | {s['flops']:.3g} | "
+                     f"{s['compute']:.2f} | {s['seeds']} | {s['val_bpb']:.4f} ± {s['val_bpb_std']:.4f} | {gap} |")
+    lines += ["", "The questions (gap: the run's val bits/byte minus its control's; negative: the run is better; it "
+              "exceeds seed variation when |gap| > 2 standard errors):", ""]
+    for question, name, control, g in answers(summary):
+        verdict = "exceeds" if g["exceeds_seed_variation"] else "is within"
+        lines.append(f"- {question}: {name} - {control} = {g['gap']:+.4f} bits/byte (standard error "
+                     f"{g['stderr']:.4f}); {verdict} seed variation")
     return "\n".join(lines) + "\n"
 
 
@@ -114,16 +164,13 @@ def main(argv=None):
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         md, js, _ = results_files(args.results_dir, "fairness")
         root, names = Path(args.runs_dir), chosen(parts)
-        print(f"{len(names) * args.seeds} runs, {args.seeds * sum(RUNS[n][3] for n in names):.1f} preset runs of compute "
-              f"(the CPU preset's run: about 5 minutes on 2 cores)", flush=True)
-        runs = {}
-        for name in names:
-            runs[name] = []
-            for seed in range(args.seeds):
-                run_args = [*arguments(name, seed, root), *rest]
-                runs[name].append(train_run(run_args, run_dir(root, name, seed), train_settings(run_args)["max_iters"],
-                                            f"{name}, seed {seed}"))
-        summary, info = summarize(runs), machine()
+        plan = {name: [[*arguments(name, seed, root), *rest] for seed in range(args.seeds)] for name in names}
+        run_flops = {name: flops(plan[name][0]) for name in names}  # every run's settings checked before the first
+        print(f"{len(names) * args.seeds} runs, {args.seeds * sum(run_flops.values()) / run_flops['learned']:.1f} "
+              f"base learned runs of compute (the CPU preset's run: about 5 minutes on 2 cores)", flush=True)
+        runs = {name: [train_run(run_args, run_dir(root, name, seed), train_settings(run_args)["max_iters"],
+                                 f"{name}, seed {seed}") for seed, run_args in enumerate(plan[name])] for name in names}
+        summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)
         write_atomic(md, table)

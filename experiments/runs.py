@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
+from model import GPT
 from tablefree.checkpoint import read_log
 from tablefree.common import UserError, check_output
-from tablefree.configurator import check_settings, resolve, script_settings
+from tablefree.configurator import check_settings, model_config, resolve, script_settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: train.py and tools/ live there
 TRAIN = ROOT / "train.py"
@@ -30,6 +33,16 @@ def train_settings(argv):
     settings = resolve(script_settings(TRAIN), argv)
     check_settings(settings)
     return settings
+
+
+def run_size(settings, vocab_size):
+    """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of
+    one run; the FLOPs are the same for every input (train.py's count leaves the input out)."""
+    s = check_settings({**settings, "input": "binary"})
+    with torch.device("meta"):
+        model = GPT(model_config(s, vocab_size))
+    tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
+    return model.flops_per_token() * tokens, tokens, model
 
 
 def results_files(folder, name):

@@ -27,12 +27,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from experiments.runs import ROOT, finished, gap, pyplot, results_files, run_all, run_dir, summarize, train_settings
-from model import GPT
+from experiments.runs import (ROOT, finished, gap, pyplot, results_files, run_all, run_dir, run_size, summarize,
+                              train_settings)
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
-from tablefree.configurator import check_settings, model_config
 from tablefree.data import read_meta
 from tablefree.device import machine
 
@@ -61,16 +59,6 @@ def point_settings(base, name):
 def point_arguments(name):
     """A point's change as train.py arguments: {"n_embd": 64} -> ["--n_embd=64"]."""
     return [f"--{key}={value}" for key, value in POINTS[name][1].items()]
-
-
-def run_size(settings, vocab_size):
-    """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of
-    one run; the FLOPs are the same for every input (train.py's count leaves the input out)."""
-    s = check_settings({**settings, "input": "binary"})
-    with torch.device("meta"):
-        model = GPT(model_config(s, vocab_size))
-    tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
-    return model.flops_per_token() * tokens, tokens, model
 
 
 def compute_of(settings, data_dir):

@@ -3,6 +3,8 @@ corpus (the whole takes hours: python -m experiments.fairness). Run: python -m p
 
 import json
 
+import pytest
+
 from conftest import TINY
 from experiments import fairness
 
@@ -10,11 +12,28 @@ from experiments import fairness
 def test_each_part_brings_its_runs_and_every_frozen_runs_source_first():
     frozen = fairness.chosen(["frozen"])
     assert frozen[:2] == ["learned", "binary"] and frozen.index("learned-10pct") < frozen.index("frozen-10pct")
-    assert fairness.chosen(["lr"]) == ["learned", "binary", "learned-lr0.25", "learned-lr0.5", "learned-lr2"]
+    assert fairness.chosen(["lr"]) == ["learned", "binary", "learned-table0.25x", "learned-table0.5x", "learned-table2x",
+                                       "learned-lr8e-3", "learned-lr8e-3-table0.25x", "binary-lr8e-3"]
     args = fairness.arguments("frozen-25pct", 2, fairness.Path("runs"))
     assert args[1:] == ["--input=frozen", "--seed=2", "--code_seed=2", "--codes_from=runs/learned-25pct-seed2"]
-    assert fairness.RUNS["frozen-25pct"][3] == 1 + fairness.RUNS["learned-25pct"][3]  # the pair's compute
     assert fairness.steps(120) == ["--max_iters=120", "--lr_decay_iters=120", "--warmup_iters=10"]
+
+
+def test_compute_counts_frozens_source_and_each_question_finds_its_control():
+    names = fairness.chosen(list(fairness.PARTS))
+    steps = {"learned-10pct": 120, "learned-25pct": 300, "learned-1.1x": 1320, "learned-1.25x": 1500, "learned-2x": 2400}
+    run_flops = {n: 7.0 * steps.get(n, 1200) for n in names}  # FLOPs proportional to steps, as train.py counts them
+    bpb = {"learned": 2.0, "binary": 2.1, "frozen-25pct": 1.9, "learned-1.25x": 1.95, "learned-table0.5x": 1.97,
+           "binary-lr8e-3": 1.99}
+    runs = {n: [{"val_bpb": bpb.get(n, 2.05) + d, "input_params": 0} for d in (-0.01, 0.01)] for n in names}
+    summary = fairness.summarize(runs, run_flops)
+    assert [summary[n]["compute"] for n in ("frozen-10pct", "frozen-25pct", "frozen-full", "learned-2x")] == \
+        pytest.approx([1.1, 1.25, 2.0, 2.0])
+    found = {(q.split(":")[0], name, control): round(g["gap"], 6) for q, name, control, g in fairness.answers(summary)}
+    assert found[("frozen at equal compute", "frozen-25pct", "learned-1.25x")] == -0.05
+    assert ("frozen at equal compute", "frozen-10pct", "learned-1.1x") in found and len(found) == 5
+    assert found[("the table at its own learning rate", "learned-table0.5x", "binary-lr8e-3")] == -0.02
+    assert found[("kronecker at equal input parameters", "kronecker-pos4", "learned")] == 0.05
 
 
 def test_the_kronecker_part_end_to_end(data_dir, tmp_path):
