@@ -67,8 +67,16 @@ def extend(dirs, cell, root, data_dir):
     return json.loads(report.read_text())["runs"]
 
 
+def bucket_means(runs, side):
+    """Mean loss over runs of each train-count bucket of old tokens, before or after: [(label, loss or None)]."""
+    labels = [b["train_count"] for b in runs[0][side]["buckets"]]
+    losses = [[r[side]["buckets"][i]["loss"] for r in runs] for i in range(len(labels))]
+    return [(label, statistics.mean(ls) if None not in ls else None) for label, ls in zip(labels, losses)]
+
+
 def summarize(cells):
-    """{(M, rows, steps): {input: relative change mean, std, new-token loss mean, runs}}."""
+    """{(M, rows, steps): {input: relative change mean and std, bits/byte before and after, the
+    new tokens' loss, the old tokens' loss by train-count bucket, runs}}."""
     summary = {}
     for (m, rows, steps, _), runs in cells:
         by_input = {}
@@ -79,22 +87,39 @@ def summarize(cells):
             "change_std": statistics.stdev(r["bpb_change"] for r in rs) if len(rs) > 1 else 0.0,
             "new_loss": statistics.mean(r["after"]["new_tokens"]["loss"] for r in rs),
             "before": statistics.mean(r["before"]["bpb"] for r in rs),
-            "after": statistics.mean(r["after"]["bpb"] for r in rs)} for kind, rs in by_input.items()}
+            "after": statistics.mean(r["after"]["bpb"] for r in rs),
+            "buckets_before": bucket_means(rs, "before"), "buckets_after": bucket_means(rs, "after")}
+            for kind, rs in by_input.items()}
     return summary
 
 
 def report(command, info, summary, kinds):
+    def grid(title, cell):  # one row per grid cell, one column per input
+        rows = [title, "", "| new tokens | table rows | adaptation steps | " + " | ".join(kinds) + " |",
+                "|---|---|---|" + "---|" * len(kinds)]
+        for (m, new_rows, steps), by_input in summary.items():
+            rows.append(f"| {m:,} | {new_rows} | {steps} | " + " | ".join(
+                cell(by_input[k]) if k in by_input else "" for k in kinds) + " |")
+        return rows + [""]
+
     lines = ["# Adding words at V = 8,192: every input, 64 to 2,048 new tokens", "",
              f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, finished {info['date']}. "
-             "Relative change of held-out bits per byte after adding the words (mean ± std over seeds; the "
-             "protocol: tools/extend.py's docstring). Table rows: how a learned table's new rows start (the "
-             "others ignore it). Binary and affine code with one extra bit (their new ids have codes of their "
-             "own).", "",
-             "| new tokens | table rows | adaptation steps | " + " | ".join(kinds) + " |", "|---|---|---|" + "---|" * len(kinds)]
-    for (m, rows, steps), by_input in summary.items():
-        lines.append(f"| {m:,} | {rows} | {steps} | " + " | ".join(
-            f"{100 * by_input[k]['change']:+.2f}% ± {100 * by_input[k]['change_std']:.2f}%" if k in by_input else ""
-            for k in kinds) + " |")
+             "Held-out bits per byte before and after adding the words, mean (± std) over seeds; the protocol: "
+             "tools/extend.py's docstring. Table rows: how a learned table's new rows start (the others ignore "
+             "it). Binary and affine code with one extra bit (their new ids have codes of their own).", ""]
+    lines += grid("Relative change of held-out bits per byte:",
+                  lambda s: f"{100 * s['change']:+.2f}% ± {100 * s['change_std']:.2f}%")
+    lines += grid("Held-out bits per byte, before -> after:", lambda s: f"{s['before']:.4f} -> {s['after']:.4f}")
+    lines += grid("Loss (nats) on the new tokens, after:", lambda s: f"{s['new_loss']:.3f}")
+    labels = [label for label, _ in next(iter(next(iter(summary.values())).values()))["buckets_before"]]
+    lines += ["Loss (nats) of old tokens by their train count, before -> after (mean over seeds; empty: no such "
+              "token in the held-out text):", "", "| new tokens | table rows | adaptation steps | input | " +
+              " | ".join(labels) + " |", "|---|---|---|---|" + "---|" * len(labels)]
+    for (m, new_rows, steps), by_input in summary.items():
+        for kind, s in by_input.items():
+            lines.append(f"| {m:,} | {new_rows} | {steps} | {kind} | " + " | ".join(
+                f"{b:.2f} -> {a:.2f}" if b is not None else "" for (_, b), (_, a) in
+                zip(s["buckets_before"], s["buckets_after"])) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -26,7 +26,11 @@ def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch):
     assert binary["extra_bits"] == 1  # headroom: 2^10 codes for 300 + 8 ids
     rows = {r["input"]: r for r in results["runs"]["extend-8-random-0"]}
     assert rows["learned"]["table_rows"] == "random" and rows["binary"]["input_note"]["aliased"] == 0
-    assert "| 8 | random | 0 |" in (tmp_path / "results" / "extension.md").read_text()
+    md = (tmp_path / "results" / "extension.md").read_text()
+    assert "| 8 | random | 0 |" in md and "| 8 | random | 0 | learned |" in md  # the grids and the buckets' table
+    learned = results["summary"]["8-random-0"]["learned"]  # one seed: its buckets are the run's own
+    assert learned["buckets_after"] == [[b["train_count"], b["loss"]] for b in rows["learned"]["after"]["buckets"]]
+    assert learned["after"] == rows["learned"]["after"]["bpb"]
     kept = (tmp_path / "runs" / "extensions" / "extend-8-mean-0.json").stat().st_mtime
     extension.main(argv)  # nothing is redone
     assert (tmp_path / "runs" / "extensions" / "extend-8-mean-0.json").stat().st_mtime == kept
