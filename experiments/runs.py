@@ -156,12 +156,16 @@ def run_tool(name, *args, failed):
         raise UserError(failed)
 
 
-def probe_run(directory, max_iters):
-    """The spelling, echo and layered probes of a finished run (evaluated)."""
-    results = evaluated(directory, max_iters, PROBES)
+def probe_run(directory, max_iters, override=False):
+    """The spelling, echo and layered probes of a finished run (evaluated); override: the echo
+    probe with each string at a spare id of its own bytes too (the Kronecker input's)."""
+    results = evaluated(directory, max_iters, [*PROBES, *(["echo_override"] if override else [])])
     spelling = results["spelling"]
-    return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"],
-            "echo_rate": results["echo"]["echo_rate"], "echo_rate_sampled": results["echo"]["echo_rate_sampled"],
+    echo = {"echo_rate": results["echo"]["echo_rate"], "echo_rate_sampled": results["echo"]["echo_rate_sampled"]}
+    if override:
+        echo |= {"echo_rate_override": results["echo_override"]["echo_rate"],
+                 "echo_rate_override_sampled": results["echo_override"]["echo_rate_sampled"]}
+    return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"], **echo,
             "spelling_by_category": {c: g["top1_agreement"] for c, g in spelling["by_category"].items()},
             "layers": {c: g["cosine_by_layer"] for c, g in results["layers"]["by_category"].items()}}
 
@@ -197,8 +201,10 @@ def summarize(runs):
                                 "max": max(q["bit_balance"]["max"] for q in qualities)}}
         if all("probes" in r for r in rs):  # mean and std over seeds of each probe score
             probes = [r["probes"] for r in rs]
-            for key in ("spelling_top1", "spelling_kl", "echo_rate", "echo_rate_sampled"):
-                summary[kind][key], summary[kind][f"{key}_std"] = mean_std([p[key] for p in probes])
+            for key in ("spelling_top1", "spelling_kl", "echo_rate", "echo_rate_sampled", "echo_rate_override",
+                        "echo_rate_override_sampled"):
+                if all(key in p for p in probes):  # the override: Kronecker runs only
+                    summary[kind][key], summary[kind][f"{key}_std"] = mean_std([p[key] for p in probes])
             summary[kind]["layers"] = {c: [statistics.mean(p["layers"][c][i] for p in probes)
                                            for i in range(len(probes[0]["layers"][c]))] for c in probes[0]["layers"]}
             summary[kind]["spelling_by_category"] = {c: statistics.mean(p["spelling_by_category"][c] for p in probes)

@@ -264,7 +264,7 @@ class KernelLinear(nn.Linear):
     Same parameters, same state dict; the sums come in another order (and bfloat16 ones in
     float32), so outputs agree with nn.Linear's to rounding, not bit for bit."""
 
-    lib = None  # set by fast_linears
+    lib = None  # the kernels' library, set by fast_linears on the class (a module holding it could not be deep-copied)
 
     def forward(self, x):
         w = self.weight
@@ -283,7 +283,8 @@ def fast_linears(model):
     where the kernel can be had; the model is otherwise unchanged. Returns model."""
     lib = kernel()
     if lib is not None:
+        KernelLinear.lib = lib
         for module in model.modules():
             if type(module) is nn.Linear:
-                module.__class__, module.lib = KernelLinear, lib
+                module.__class__ = KernelLinear
     return model

@@ -42,11 +42,15 @@ def test_probe_summary_arithmetic():
                                             "echo_rate_sampled": echo / 2,
                                             "spelling_by_category": {"case": top1, "swap": 1 - top1},
                                             "layers": {"byte_similar": [1.0, top1], "meaning_similar": [0.5, echo]}}}
-    s = compare.summarize({"learned": [probed(0.4, 0.0), probed(0.6, 0.5)], "kronecker": [probed(0.7, 1.0)] * 2})
+    kronecker = [probed(0.7, 1.0), probed(0.7, 1.0)]
+    for k, run in enumerate(kronecker):  # only the Kronecker input has the override's rates
+        run["probes"] |= {"echo_rate_override": 0.2 * k, "echo_rate_override_sampled": 0.1}
+    s = compare.summarize({"learned": [probed(0.4, 0.0), probed(0.6, 0.5)], "kronecker": kronecker})
     assert s["learned"]["spelling_top1"] == pytest.approx(0.5) and s["learned"]["spelling_top1_std"] == pytest.approx(0.1414, abs=1e-4)
     assert s["learned"]["echo_rate"] == pytest.approx(0.25) and s["kronecker"]["spelling_by_category"]["swap"] == pytest.approx(0.3)
     table = "\n".join(compare.probe_tables(s))
-    assert "| learned | 0.500 ± 0.141 | 1.000 ± 0.283 | 0.250 ± 0.354 | 0.125 ± 0.177 |" in table
+    assert "| learned | 0.500 ± 0.141 | 1.000 ± 0.283 | 0.250 ± 0.354 | 0.125 ± 0.177 |  |  |" in table
+    assert "| 1.000 ± 0.000 | 0.500 ± 0.000 | 0.100 ± 0.141 | 0.100 ± 0.000 |" in table and "echo_rate_override" not in s["learned"]
     assert "| swap | 0.50 | 0.30 |" in table
     assert "| learned | byte similar | 1.000 | 0.500 |" in table and "| kronecker | meaning similar | 0.500 | 1.000 |" in table
 
@@ -68,6 +72,7 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
     assert quality["V"] == 300 and quality["D"] == 32 and "- frozen codes, mean over seeds" in table
     assert results["runs"]["kronecker"][0]["input_params"] == 4096 * 32  # the projection, D x n_embd
     assert 0 <= results["summary"]["kronecker"]["spelling_top1"] <= 1 and results["runs"]["learned"][1]["probes"]["echo_rate"] >= 0
+    assert 0 <= results["summary"]["kronecker"]["echo_rate_override"] <= 1 and "echo_rate_override" not in results["summary"]["binary"]
     for kind, runs in results["runs"].items():
         assert len(runs) == 2 and all(r["tokens"] == 4 * 2 * 8 * 32 for r in runs)
         losses = [r["val_loss"] for r in runs]

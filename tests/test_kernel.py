@@ -1,6 +1,8 @@
 """The 2-bit ternary C kernel: integer-exact against torch._int_mm, and the fallback it replaces.
 Run: python -m pytest tests/test_kernel.py (skipped where gcc or AVX2 is missing)"""
 
+import copy
+
 import pytest
 import torch
 
@@ -85,3 +87,6 @@ def test_a_loaded_float_model_decodes_the_tokens_the_training_model_decodes(tmp_
     prompt = torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(1))
     greedy = torch.cat(list(model.generate(prompt, 80, temperature=0)), dim=1)  # past one window restart
     assert torch.equal(torch.cat(list(loaded.generate(prompt, 80, temperature=0)), dim=1), greedy)
+    copied = copy.deepcopy(loaded)  # as the echo probe's override copies a model before adding tokens
+    assert isinstance(copied.lm_head, kernel.KernelLinear)
+    assert torch.equal(torch.cat(list(copied.generate(prompt, 80, temperature=0)), dim=1), greedy)
