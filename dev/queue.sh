@@ -14,5 +14,5 @@ $py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet
 $py -m experiments.adaptation        # issue 28: fine-tuning and SFT
 $py -m experiments.compare --preset cpu   # issue 29: norms, steps to learned's loss, echo, layers
 $py -m experiments.extension         # issue 29: adding words at V = 8,192
-$py -m experiments.fairness          # issue 30: equal compute and parameters, the table's rate
+$py -m experiments.fairness --base_runs out-compare/cpu   # issue 30 (its base runs: the comparison's)
 $py -m experiments.scaling           # issue 30: the third seed and the depth axis

@@ -3,6 +3,7 @@ parameters, the learned table at its own learning rate: results/fairness.md, .js
 
     python -m experiments.fairness                               # 54 runs, ~5 hours on 2 cores, resumable
     python -m experiments.fairness --parts kronecker --seeds 1   # a part of it
+    python -m experiments.fairness --base_runs out-compare/cpu   # 42 runs: the comparison's 12 read, not redone
 
 Every run is the CPU comparison's preset (experiments/config/compare_cpu.py, as experiments.compare
 runs it) with one change, over 3 seeds (RUNS), our choices throughout:
@@ -30,8 +31,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import ROOT, difference, results_files, run_dir, run_size, train_run, train_settings
-from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from experiments.runs import (ROOT, difference, finished, read_run, results_files, run_dir, run_size, train_run,
+                              train_settings)
+from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.data import read_meta
 from tablefree.device import machine
 
@@ -67,6 +69,9 @@ RUNS = {  # name: (part, input, train.py arguments, the learned run frozen's cod
     "binary-lr8e-3": ("lr", "binary", LR_8E3, None),
 }
 PARTS = ("frozen", "kronecker", "lr")
+SHARED = {"learned": "learned", "binary": "binary", "kronecker-pos16": "kronecker", "frozen-full": "frozen"}  # the
+# CPU comparison's own runs (experiments/compare.py --preset cpu: the same arguments), which --base_runs reads
+IGNORED = ("out_dir", "init_from", "overwrite", "codes_from", "device", "dtype")  # where a run lives, what it ran on
 
 
 def chosen(parts):
@@ -75,11 +80,31 @@ def chosen(parts):
     return [n for n in RUNS if n in names or any(RUNS[m][3] == n for m in names)]
 
 
-def arguments(name, seed, root):
+def location(name, seed, root, base_runs):
+    """A run's directory: this study's, or for a SHARED run, the comparison's under base_runs."""
+    return run_dir(base_runs, SHARED[name], seed) if base_runs and name in SHARED else run_dir(root, name, seed)
+
+
+def arguments(name, seed, root, base_runs=None):
     """train.py's arguments for one run of RUNS."""
     _, kind, extra, source = RUNS[name]
-    codes = [f"--codes_from={run_dir(root, source, seed)}"] if source else []
+    codes = [f"--codes_from={location(source, seed, root, base_runs)}"] if source else []
     return [PRESET, f"--input={kind}", f"--seed={seed}", f"--code_seed={seed}", *extra, *codes]
+
+
+def base_run(directory, run_args):
+    """A finished run of the CPU comparison that is this study's run (the same settings but where it
+    lives and what it ran on): read, never trained or resumed here."""
+    settings = train_settings(run_args)
+    if not finished(directory, settings["max_iters"]):
+        raise UserError(f"--base_runs: {directory} is not a finished run; run python -m experiments.compare --preset "
+                        f"cpu first, or leave --base_runs out to train this study's own")
+    recorded = json.loads((directory / "config.json").read_text())["settings"]
+    differ = sorted(k for k in settings if k not in IGNORED and recorded.get(k) != settings[k])
+    if differ:
+        raise UserError(f"--base_runs: {directory} was trained with other settings ({', '.join(differ)}); leave "
+                        f"--base_runs out to train this study's own")
+    return read_run(directory)
 
 
 def flops(run_args):
@@ -157,19 +182,26 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--runs_dir", default="out-fairness")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--base_runs", help="a finished CPU comparison's runs (out-compare/cpu): its learned, binary, "
+                   "kronecker and frozen runs are this study's base ones, read instead of trained again")
     with user_errors("fairness.py"):
         args, rest = p.parse_known_args(argv)  # the rest: train.py settings for every run (--data_dir=...)
         parts = args.parts.split(",")
         require(set(parts) <= set(PARTS), "--parts", args.parts, f"a comma-separated list of {', '.join(PARTS)}")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         md, js, _ = results_files(args.results_dir, "fairness")
-        root, names = Path(args.runs_dir), chosen(parts)
-        plan = {name: [[*arguments(name, seed, root), *rest] for seed in range(args.seeds)] for name in names}
+        root, names, base = Path(args.runs_dir), chosen(parts), args.base_runs and Path(args.base_runs)
+        plan = {name: [[*arguments(name, seed, root, base), *rest] for seed in range(args.seeds)] for name in names}
         run_flops = {name: flops(plan[name][0]) for name in names}  # every run's settings checked before the first
         print(f"{len(names) * args.seeds} runs, {args.seeds * sum(run_flops.values()) / run_flops['learned']:.1f} "
               f"base learned runs of compute (the CPU preset's run: about 5 minutes on 2 cores)", flush=True)
-        runs = {name: [train_run(run_args, run_dir(root, name, seed), train_settings(run_args)["max_iters"],
-                                 f"{name}, seed {seed}") for seed, run_args in enumerate(plan[name])] for name in names}
+        runs = {}
+        for name in names:
+            runs[name] = []
+            for seed, run_args in enumerate(plan[name]):
+                directory = location(name, seed, root, base)
+                runs[name].append(base_run(directory, run_args) if base and name in SHARED else train_run(
+                    run_args, directory, train_settings(run_args)["max_iters"], f"{name}, seed {seed}"))
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)
