@@ -133,3 +133,13 @@ def test_the_real_harness_scores_as_eval_py(runs, tmp_path):
     assert theirs["lambada"]["ppl"] == pytest.approx(ours["lambada"]["ppl"], rel=1e-4)
     yaml = (runs / "learned" / "harness" / "tablefree_hellaswag.yaml").read_text()
     assert "lm_eval/tasks/hellaswag/hellaswag.yaml" in yaml  # the harness's own task definition, our rows
+
+
+def test_without_safetensors_the_export_says_how_to_get_it_and_writes_nothing(monkeypatch, tmp_path):
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "safetensors" else find_spec(name, *a))
+    model = GPT(GPTConfig(vocab_size=300, n_layer=1, n_head=2, n_embd=32, block_size=16))
+    with pytest.raises(UserError, match="needs the safetensors package: pip install -r requirements-extras.txt"):
+        export_hf(model, {}, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()

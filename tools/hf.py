@@ -21,6 +21,7 @@ with the embedding frozen to keep the model what it was. A ternary body is refus
 activations are quantised too, which NeoX's float Linears cannot express.
 """
 
+import importlib.util
 import inspect
 import json
 
@@ -173,10 +174,8 @@ HF_FILES = ("model.safetensors", "config.json", "generation_config.json", "token
 def export_hf(model, ckpt, out, flag="--out"):
     """Write the transformers folder `out` whole, or leave any old one as it was; refuse a folder
     that holds anything else (a run, a dataset), naming `flag`, the option that chose out."""
-    try:
-        from safetensors.torch import save_file
-    except ImportError:
-        raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt") from None
+    if importlib.util.find_spec("safetensors") is None:  # checked before anything is written
+        raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt")
     config = model.config
     if config.body != "float":
         raise UserError(f"the checkpoint's body is {config.body!r}: its activations are quantised, which GPT-NeoX "
