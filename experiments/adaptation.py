@@ -23,13 +23,12 @@ runs too. The body is float throughout (a ternary body would double the runs; no
 
 import json
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, evaluated, pyplot, results_files, run_arguments, run_dir, save_figure,
-                              train_run, train_settings)
+from experiments.runs import (ROOT, difference, evaluated, mean_std, pyplot, results_files, run_arguments, run_dir,
+                              save_figure, train_run, train_settings)
 from model import INPUTS
 from tablefree.checkpoint import read_log
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
@@ -107,9 +106,7 @@ def summarize(runs):
             r["kjv_gain"] = r["kjv_scratch"] - r["kjv_after"]
         summary[kind] = {"seeds": len(rs)}
         for key in METRICS:
-            values = [r[key] for r in rs]
-            summary[kind][key] = statistics.mean(values)
-            summary[kind][f"{key}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+            summary[kind][key], summary[kind][f"{key}_std"] = mean_std(r[key] for r in rs)
     for kind, s in summary.items():
         if kind != "learned" and "learned" in summary:
             s["vs_learned"] = {key: difference(s, summary["learned"], key) for key in ("kjv_after", "kjv_gain", "spelling_exact")}

@@ -22,7 +22,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import ROOT, results_files, run_arguments, run_dir, run_tool, train_run, train_settings
+from experiments.runs import (ROOT, mean_std, results_files, run_arguments, run_dir, run_tool, train_run,
+                              train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine
@@ -82,14 +83,15 @@ def summarize(cells):
         by_input = {}
         for r in runs:
             by_input.setdefault(r["input"], []).append(r)
-        summary[(m, rows, steps)] = {kind: {
-            "runs": len(rs), "change": statistics.mean(r["bpb_change"] for r in rs),
-            "change_std": statistics.stdev(r["bpb_change"] for r in rs) if len(rs) > 1 else 0.0,
-            "new_loss": statistics.mean(r["after"]["new_tokens"]["loss"] for r in rs),
-            "before": statistics.mean(r["before"]["bpb"] for r in rs),
-            "after": statistics.mean(r["after"]["bpb"] for r in rs),
-            "buckets_before": bucket_means(rs, "before"), "buckets_after": bucket_means(rs, "after")}
-            for kind, rs in by_input.items()}
+        summary[(m, rows, steps)] = {}
+        for kind, rs in by_input.items():
+            change, change_std = mean_std(r["bpb_change"] for r in rs)
+            summary[(m, rows, steps)][kind] = {
+                "runs": len(rs), "change": change, "change_std": change_std,
+                "new_loss": statistics.mean(r["after"]["new_tokens"]["loss"] for r in rs),
+                "before": statistics.mean(r["before"]["bpb"] for r in rs),
+                "after": statistics.mean(r["after"]["bpb"] for r in rs),
+                "buckets_before": bucket_means(rs, "before"), "buckets_after": bucket_means(rs, "after")}
     return summary
 
 

@@ -27,12 +27,11 @@ source's added, and in units of the base learned run.
 
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, finished, read_run, results_files, run_dir, run_size, train_run,
-                              train_settings)
+from experiments.runs import (ROOT, difference, finished, mean_std, read_run, results_files, run_dir, run_size,
+                              train_run, train_settings)
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.data import read_meta
 from tablefree.device import machine
@@ -119,11 +118,10 @@ def summarize(runs, run_flops):
     summary = {}
     total = {name: f + (run_flops[RUNS[name][3]] if RUNS[name][3] else 0.0) for name, f in run_flops.items()}
     for name, rs in runs.items():
-        values = [r["val_bpb"] for r in rs]
+        bpb, bpb_std = mean_std(r["val_bpb"] for r in rs)
         summary[name] = {"part": RUNS[name][0], "input": RUNS[name][1], "flops": total[name],
                          "compute": total[name] / total["learned"], "seeds": len(rs),
-                         "input_params": rs[0]["input_params"], "val_bpb": statistics.mean(values),
-                         "val_bpb_std": statistics.stdev(values) if len(values) > 1 else 0.0}
+                         "input_params": rs[0]["input_params"], "val_bpb": bpb, "val_bpb_std": bpb_std}
     for name, s in summary.items():
         if name != "learned":
             s["vs_learned"] = difference(s, summary["learned"], "val_bpb")

@@ -170,6 +170,12 @@ def probe_run(directory, max_iters, override=False):
             "layers": {c: g["cosine_by_layer"] for c, g in results["layers"]["by_category"].items()}}
 
 
+def mean_std(values):
+    """The mean and the sample standard deviation (n - 1) over seeds; one seed's is 0."""
+    values = list(values)
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
 def summarize(runs):
     """Per-interface statistics over seeds, and each fixed code against learned.
 
@@ -178,9 +184,6 @@ def summarize(runs):
     variation" when the gap between mean val losses is more than twice its standard error,
     sqrt(s_a^2 / n_a + s_b^2 / n_b) (a rough 95% rule; with 3 seeds a t-test would need ~4.3x).
     """
-    def mean_std(values):
-        return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
     summary = {}
     for kind, rs in runs.items():
         (loss, loss_std), (ppl, ppl_std) = mean_std([r["val_loss"] for r in rs]), mean_std([r["val_ppl"] for r in rs])
@@ -239,10 +242,10 @@ def steps_to_learned(rs, learned):
         if mine:
             steps.append(mine)
             ratios.append(theirs / mine)
-    spread = (lambda v: statistics.stdev(v) if len(v) > 1 else 0.0)
-    return {"reached": len(steps), "seeds": len(rs), "steps": statistics.mean(steps) if steps else None,
-            "steps_std": spread(steps) if steps else None, "ratio": statistics.mean(ratios) if ratios else None,
-            "ratio_std": spread(ratios) if ratios else None}
+    none = (None, None)  # no seed reached it
+    (step, step_std), (ratio, ratio_std) = (mean_std(steps), mean_std(ratios)) if steps else (none, none)
+    return {"reached": len(steps), "seeds": len(rs), "steps": step, "steps_std": step_std, "ratio": ratio,
+            "ratio_std": ratio_std}
 
 
 def difference(s, base, key):
