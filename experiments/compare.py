@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from codes import describe_quality
-from experiments.runs import ROOT, probe_run, pyplot, results_files, run_all, run_dir, save_figure, summarize, train_settings
+from experiments.runs import (ROOT, probe_run, probed, pyplot, results_files, run_all, run_dir, save_figure, summarize,
+                              train_settings)
 from model import BODIES, INPUTS
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.device import machine
@@ -154,10 +155,14 @@ def main(argv=None):
         base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some
         md, js, png = results_files(args.results_dir, name)  # and an unwritable results file too
         root = Path(args.runs_dir or f"out-compare/{name}")
-        runs = run_all(train_argv, base, kinds, args.seeds, root, args.nproc_per_node)
+        def override(directory):  # the Kronecker input's echo probe also places strings at spare ids
+            return directory.name.startswith("kronecker")
+        runs = run_all(train_argv, base, kinds, args.seeds, root, args.nproc_per_node,  # probes need checkpoints
+                       needed=lambda d: not probed(d, base["max_iters"], override(d)))
         for kind, rs in runs.items():
             for seed, r in enumerate(rs):
-                r["probes"] = probe_run(run_dir(root, kind, seed), base["max_iters"], override=kind.startswith("kronecker"))
+                directory = run_dir(root, kind, seed)
+                r["probes"] = probe_run(directory, base["max_iters"], override(directory))
         summary, info = summarize(runs), machine()
         command = " ".join(["python -m experiments.compare", *argv])
         table = report(name, command, info, summary)

@@ -39,8 +39,9 @@ def grid(new_tokens, new_rows, adapt_steps):
             itertools.product(new_tokens, new_rows, adapt_steps)]
 
 
-def pretrain(kinds, seeds, root, data_dir):
-    """The V = 8,192 run of every input and seed, trained or resumed as needed: {kind: [dirs]}."""
+def pretrain(kinds, seeds, root, data_dir, checkpoint):
+    """The V = 8,192 run of every input and seed, trained or resumed as needed: {kind: [dirs]};
+    checkpoint: a grid cell is still to run, so every run needs its checkpoint (train_run)."""
     argv = [*BASE, f"--data_dir={data_dir}"]
     settings = train_settings(argv)
     dirs = {}
@@ -49,15 +50,19 @@ def pretrain(kinds, seeds, root, data_dir):
         for seed in range(seeds):
             directory = run_dir(root, kind, seed)
             train_run([*argv, *run_arguments(settings, kind, seed, root), *HEADROOM.get(kind, [])], directory,
-                      settings["max_iters"], f"{kind}, seed {seed} at V = 8,192")
+                      settings["max_iters"], f"{kind}, seed {seed} at V = 8,192", checkpoint=checkpoint)
             dirs[kind].append(directory)
     return dirs
 
 
+def cell_report(root, cell):
+    return root / "extensions" / f"{cell[-1]}.json"
+
+
 def extend(dirs, cell, root, data_dir):
     """tools/extend.py on every run for one grid cell, or its kept report: its rows."""
+    report = cell_report(root, cell)
     m, rows, steps, name = cell
-    report = root / "extensions" / f"{name}.json"
     if not report.exists():
         report.parent.mkdir(parents=True, exist_ok=True)
         print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
@@ -151,7 +156,7 @@ def main(argv=None):
             kinds.insert(0, "learned")  # frozen's codes come from it
         md, js, _ = results_files(args.results_dir, "extension")
         root = Path(args.runs_dir)
-        dirs = pretrain(kinds, args.seeds, root, args.data_dir)
+        dirs = pretrain(kinds, args.seeds, root, args.data_dir, any(not cell_report(root, c).exists() for c in cells))
         done = [(cell, extend(dirs, cell, root, args.data_dir)) for cell in cells]
         summary, info = summarize(done), machine()
         command = " ".join(["python -m experiments.extension", *argv])

@@ -91,6 +91,12 @@ def arguments(name, seed, root, base_runs=None):
     return [PRESET, f"--input={kind}", f"--seed={seed}", f"--code_seed={seed}", *extra, *codes]
 
 
+def source_needed(name, seed, root, base_runs, plan):
+    """True when a frozen run of the plan still to be trained takes its codes from this run."""
+    return any(RUNS[m][3] == name and not finished(location(m, seed, root, base_runs),
+                                                   train_settings(plan[m][seed])["max_iters"]) for m in plan)
+
+
 def base_run(directory, run_args):
     """A finished run of the CPU comparison that is this study's run (the same settings but where it
     lives and what it ran on): read, never trained or resumed here."""
@@ -199,7 +205,8 @@ def main(argv=None):
             for seed, run_args in enumerate(plan[name]):
                 directory = location(name, seed, root, base)
                 runs[name].append(base_run(directory, run_args) if base and name in SHARED else train_run(
-                    run_args, directory, train_settings(run_args)["max_iters"], f"{name}, seed {seed}"))
+                    run_args, directory, train_settings(run_args)["max_iters"], f"{name}, seed {seed}",
+                    checkpoint=source_needed(name, seed, root, base, plan)))
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from model import GPT
-from tablefree.checkpoint import read_log
+from tablefree.checkpoint import CKPT_NAME, read_log
 from tablefree.common import UserError, check_output
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 
@@ -102,13 +102,17 @@ def run_arguments(settings, kind, seed, root):
     return args
 
 
-def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node=1):
+def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node=1, checkpoint=False):
     """read_run(directory) after training (or resuming) the run there, unless its log already holds
     its final evaluation. argv: train.py's arguments; start: --init_from of a first attempt,
-    'scratch' or the checkpoint a fine-tuning run starts from; label: the run's name in messages."""
-    if not finished(directory, max_iters):
-        resume = (directory / "ckpt.pt").exists()
-        print(f"== {label}: {'resuming' if resume else 'training'} in {directory}", flush=True)
+    'scratch' or the checkpoint a fine-tuning run starts from; label: the run's name in messages;
+    checkpoint: the caller needs the run's ckpt.pt afterwards, so a finished run kept without it
+    (experiments/keep.py) is trained again (seeded: the same numbers)."""
+    kept = checkpoint and not (directory / CKPT_NAME).exists()
+    if kept or not finished(directory, max_iters):
+        resume = not kept and (directory / CKPT_NAME).exists()
+        what = "its checkpoint was not kept, training it again" if kept else "resuming" if resume else "training"
+        print(f"== {label}: {what} in {directory}", flush=True)
         # the experiment owns its run directories: a run killed before its first checkpoint restarts
         command = [*launcher(nproc_per_node), *argv, f"--out_dir={directory}",
                    f"--init_from={'resume' if resume else start}", f"--overwrite={not resume}"]
@@ -118,33 +122,39 @@ def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node
     return read_run(directory)
 
 
-def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1):
+def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda directory: False):
     """{kind: [read_run(...) per seed]}, training (or resuming) every run not yet finished.
 
     argv: train.py's arguments shared by every run (config files, --key=value); settings: what
-    they resolve to (train_settings)."""
+    they resolve to (train_settings); needed(directory): the caller will need that run's checkpoint
+    (as a frozen run not yet trained needs its learned source's)."""
+    def checkpoint(kind, seed):
+        frozen = run_dir(root, "frozen", seed)
+        return needed(run_dir(root, kind, seed)) or (
+            kind == "learned" and "frozen" in kinds and not finished(frozen, settings["max_iters"]))
     return {kind: [train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
-                             settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node)
+                             settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node,
+                             checkpoint=checkpoint(kind, seed))
                    for seed in range(seeds)] for kind in kinds}
+
+
+def scored(directory, max_iters):
+    """The results kept in a finished run's eval.json ({} when it has none from that step)."""
+    try:
+        report = json.loads((directory / "eval.json").read_text())
+        return report["results"] if report["iter_num"] == max_iters else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def evaluated(directory, max_iters, tasks):
     """tools/evaluate.py's results for tasks on a finished run, scored once and kept in its
     eval.json (scored again when that file is from another step of the run or lacks a task)."""
-    path = directory / "eval.json"
-
-    def scored():
-        try:
-            report = json.loads(path.read_text())
-            return report["results"] if report["iter_num"] == max_iters else {}
-        except (OSError, ValueError, KeyError, TypeError):
-            return {}
-
-    results = scored()
+    results = scored(directory, max_iters)
     if set(tasks) - set(results):
         run_tool("evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks),
                  failed=f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
-        results = scored()
+        results = scored(directory, max_iters)
     return results
 
 
@@ -156,10 +166,20 @@ def run_tool(name, *args, failed):
         raise UserError(failed)
 
 
+def probe_tasks(override):
+    """The probes scored on a run; override: the echo probe with each string at a spare id of its
+    own bytes too (the Kronecker input's)."""
+    return [*PROBES, *(["echo_override"] if override else [])]
+
+
+def probed(directory, max_iters, override=False):
+    """True when a finished run's probes are all kept in its eval.json (no checkpoint needed)."""
+    return set(probe_tasks(override)) <= set(scored(directory, max_iters))
+
+
 def probe_run(directory, max_iters, override=False):
-    """The spelling, echo and layered probes of a finished run (evaluated); override: the echo
-    probe with each string at a spare id of its own bytes too (the Kronecker input's)."""
-    results = evaluated(directory, max_iters, [*PROBES, *(["echo_override"] if override else [])])
+    """The spelling, echo and layered probes of a finished run (evaluated; override: probe_tasks)."""
+    results = evaluated(directory, max_iters, probe_tasks(override))
     spelling = results["spelling"]
     echo = {"echo_rate": results["echo"]["echo_rate"], "echo_rate_sampled": results["echo"]["echo_rate_sampled"]}
     if override:
