@@ -108,8 +108,9 @@ def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node
     'scratch' or the checkpoint a fine-tuning run starts from; label: the run's name in messages;
     checkpoint: the caller needs the run's ckpt.pt afterwards, so a finished run kept without it
     (experiments/keep.py) is trained again (seeded: the same numbers)."""
-    kept = checkpoint and not (directory / CKPT_NAME).exists()
-    if kept or not finished(directory, max_iters):
+    done = finished(directory, max_iters)
+    kept = done and checkpoint and not (directory / CKPT_NAME).exists()
+    if kept or not done:
         resume = not kept and (directory / CKPT_NAME).exists()
         what = "its checkpoint was not kept, training it again" if kept else "resuming" if resume else "training"
         print(f"== {label}: {what} in {directory}", flush=True)

@@ -48,9 +48,10 @@ def test_a_fresh_checkout_reads_the_kept_runs_and_retrains_only_what_it_needs(da
         return json.loads((checkout / "results" / "extension.json").read_text())
 
     first = grid(tmp_path / "a", "mean")
+    out = capsys.readouterr().out
+    assert out.count(": training in") == 2 and "not kept" not in out  # new runs are trained, not "trained again"
     keep.save(tmp_path / "a", tmp_path / "kept")
     keep.restore(tmp_path / "b", tmp_path / "kept")
-    capsys.readouterr()
     again = grid(tmp_path / "b", "mean")  # every cell kept: nothing trained, the same numbers
     assert "== " not in capsys.readouterr().out and again["summary"] == first["summary"]
     more = grid(tmp_path / "b", "mean,random")  # a new cell needs the models: both trained again, identically
