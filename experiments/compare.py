@@ -63,12 +63,28 @@ def report(name, command, machine, summary):
             lines.append(f"- {kind} never reaches learned's final val loss in {t['seeds']} seeds.")
     lines += [f"- {kind} codes, mean over seeds (each derived from the learned run of its seed): "
               f"{describe_quality(s['code_quality'])}." for kind, s in summary.items() if "code_quality" in s]
+    lines += norm_table(summary)
     lines += probe_tables(summary)
     lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
               "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
               "perplexity 2.44 learned, 2.36 binary, 2.39 affine, seed-to-seed variation 4.8%, on the authors' own "
               "65,536-token vocabulary; a per-token perplexity depends on the tokenizer."]
     return "\n".join(lines) + "\n"
+
+
+def norm_table(summary):
+    """The logged norms per input: the mean L2 norm at the first evaluation -> the last, mean over seeds."""
+    if not all("norms" in s for s in summary.values()):
+        return []
+    lines = ["", "Norms (train.py's log, tablefree/norms.py): the mean L2 norm of the vectors the V tokens enter the "
+             "Transformer by, of the head's rows, and of the Kronecker projection's rows (one per byte x position "
+             "cell), at step 0 -> at the end, mean over seeds.", "",
+             "| input | token inputs | head rows | Kronecker projection rows |", "|---|---|---|---|"]
+    for kind, s in summary.items():
+        cells = [f"{n[0]:.3f} -> {n[1]:.3f} ({n[1] / n[0]:.2f}x)" if n else "" for n in
+                 (s["norms"].get(part) for part in ("input", "head", "projection"))]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def probe_tables(summary):

@@ -216,6 +216,9 @@ def summarize(runs):
             "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
             "wall_s": statistics.mean(r["wall_s"] for r in rs),
         }
+        if all(r.get("norms") for r in rs):  # {part: [mean norm at the first evaluation, at the last]}, over seeds
+            summary[kind]["norms"] = {part: [statistics.mean(r["norms"][i][1][part]["mean"] for r in rs) for i in (0, -1)]
+                                      for part in rs[0]["norms"][0][1]}
         if all(r.get("code_quality") for r in rs):  # a code derived from a source: its quality, mean over seeds
             qualities = [r["code_quality"] for r in rs]
             summary[kind]["code_quality"] = {

@@ -36,6 +36,18 @@ def test_summary_arithmetic():
     assert "| learned | 3 | 1.1000 ± 0.1000 |" in table and "exceeds seed variation" in table and "is within seed variation" in table
 
 
+def test_the_norms_first_and_last_evaluation_mean_over_seeds():
+    def normed(first, last, projection=None):
+        parts = [{"input": {"mean": v, "std": 0.1}, "head": {"mean": 2 * v, "std": 0.1},
+                  **({"projection": {"mean": projection, "std": 0.0}} if projection else {})} for v in (first, 0.0, last)]
+        return {**fake_run(1.0), "norms": [[step, n] for step, n in zip((0, 5, 10), parts)]}
+    s = compare.summarize({"learned": [normed(0.2, 0.5), normed(0.4, 0.7)], "kronecker": [normed(1.0, 1.5, 0.25)] * 2})
+    assert s["learned"]["norms"]["input"] == pytest.approx([0.3, 0.6]) and s["learned"]["norms"]["head"] == pytest.approx([0.6, 1.2])
+    table = "\n".join(compare.norm_table(s))
+    assert "| learned | 0.300 -> 0.600 (2.00x) | 0.600 -> 1.200 (2.00x) |  |" in table
+    assert "| kronecker | 1.000 -> 1.500 (1.50x) | 2.000 -> 3.000 (1.50x) | 0.250 -> 0.250 (1.00x) |" in table
+
+
 def test_probe_summary_arithmetic():
     def probed(top1, echo):
         return {**fake_run(1.0), "probes": {"spelling_top1": top1, "spelling_kl": 2 * top1, "echo_rate": echo,
@@ -63,6 +75,7 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
     table = (tmp_path / "results" / "tiny.md").read_text()
     assert "| binary | 2 |" in table and list(results["summary"]) == [*INPUTS, "binary+ternary"]
     assert "| category | learned | binary | affine | kronecker | frozen | binary+ternary |" in table
+    assert "| token inputs | head rows | Kronecker projection rows |" in table  # the logged norms, every input
     ternary = json.loads((tmp_path / "runs" / "binary+ternary-seed1" / "config.json").read_text())["model"]
     assert (ternary["input"], ternary["body"], ternary["code_seed"]) == ("binary", "ternary", 1)
     assert "vs_float" in results["summary"]["binary+ternary"] and "- binary+ternary vs binary (float body)" in table
