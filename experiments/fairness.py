@@ -91,10 +91,10 @@ def arguments(name, seed, root, base_runs=None):
     return [PRESET, f"--input={kind}", f"--seed={seed}", f"--code_seed={seed}", *extra, *codes]
 
 
-def source_needed(name, seed, root, base_runs, plan):
-    """True when a frozen run of the plan still to be trained takes its codes from this run."""
-    return any(RUNS[m][3] == name and not finished(location(m, seed, root, base_runs),
-                                                   train_settings(plan[m][seed])["max_iters"]) for m in plan)
+def source_needed(name, seed, root, base_runs, max_iters):
+    """True when a frozen run still to be trained takes its codes from this run (max_iters: {run name:
+    its steps}, for the runs of the plan)."""
+    return any(RUNS[m][3] == name and not finished(location(m, seed, root, base_runs), max_iters[m]) for m in max_iters)
 
 
 def base_run(directory, run_args):
@@ -112,9 +112,8 @@ def base_run(directory, run_args):
     return read_run(directory)
 
 
-def flops(run_args):
-    """Training FLOPs of one run (train.py's count: the same per token for every input)."""
-    settings = train_settings(run_args)
+def flops(settings):
+    """Training FLOPs of one run of these settings (train.py's count: the same per token for every input)."""
     return run_size(settings, read_meta(Path(settings["data_dir"]) / settings["dataset"])["vocab_size"])[0]
 
 
@@ -196,7 +195,9 @@ def main(argv=None):
         md, js, _ = results_files(args.results_dir, "fairness")
         root, names, base = Path(args.runs_dir), chosen(parts), args.base_runs and Path(args.base_runs)
         plan = {name: [[*arguments(name, seed, root, base), *rest] for seed in range(args.seeds)] for name in names}
-        run_flops = {name: flops(plan[name][0]) for name in names}  # every run's settings checked before the first
+        settings = {name: train_settings(plan[name][0]) for name in names}  # every run's checked before the first
+        run_flops = {name: flops(s) for name, s in settings.items()}  # compute and steps: the same for every seed
+        max_iters = {name: s["max_iters"] for name, s in settings.items()}
         print(f"{len(names) * args.seeds} runs, {args.seeds * sum(run_flops.values()) / run_flops['learned']:.1f} "
               f"base learned runs of compute (the CPU preset's run: about 5 minutes on 2 cores)", flush=True)
         runs = {}
@@ -205,8 +206,8 @@ def main(argv=None):
             for seed, run_args in enumerate(plan[name]):
                 directory = location(name, seed, root, base)
                 runs[name].append(base_run(directory, run_args) if base and name in SHARED else train_run(
-                    run_args, directory, train_settings(run_args)["max_iters"], f"{name}, seed {seed}",
-                    checkpoint=source_needed(name, seed, root, base, plan)))
+                    run_args, directory, max_iters[name], f"{name}, seed {seed}",
+                    checkpoint=source_needed(name, seed, root, base, max_iters)))
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)

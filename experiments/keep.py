@@ -39,12 +39,14 @@ def finished_run(folder):
 def keepable(root):
     """The files under root worth keeping, relative to it: a finished run's (not an unfinished
     one's: it resumes from its checkpoint or starts again) and every report outside a run."""
-    files = []
+    files, wanted = [], {}  # wanted: folder -> are its files kept (not a run, or a finished one); its log read once
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".tmp"):  # .tmp: being written
         run = path.parent
-        is_run = (run / "config.json").exists() or (run / "log.jsonl").exists()
+        if run not in wanted:
+            is_run = (run / "config.json").exists() or (run / "log.jsonl").exists()
+            wanted[run] = not is_run or finished_run(run)
         try:
-            if path.name == CKPT_NAME or path.stat().st_size > LARGEST or (is_run and not finished_run(run)):
+            if not wanted[run] or path.name == CKPT_NAME or path.stat().st_size > LARGEST:
                 continue
         except FileNotFoundError:  # replaced or removed since the listing
             continue
