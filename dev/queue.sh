@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The long CPU experiments one after another, each resumable (finished runs are kept, an interrupted
-# one resumes), so a stopped machine loses at most one evaluation interval: run it again to go on.
+# The long CPU experiments, each resumable (finished runs are kept, an interrupted one resumes), so a
+# stopped machine loses at most one evaluation interval: run it again to go on.
 #   mkdir -p out-queue && nohup bash dev/queue.sh > out-queue/log 2>&1 &
-# Many hours on 2 cores in all (each experiment prints or documents its own estimate); each writes its
-# results/ files when it finishes. One copy at a time: two would train the same run directories.
+# Two lanes of one thread each: on these 2 cores two single-threaded runs side by side finish 1.2x
+# more runs an hour than one run on both threads (dev/LOG.md, 2026-12-02), and a run's numbers do not
+# depend on its thread count. The lanes never share a run directory (the scaling points are split
+# between them); each lane's log is out-queue/lane-{a,b}. One copy of this script at a time.
 # A machine may not outlive its session: every few minutes the finished runs are kept in results/runs/
 # (experiments/keep.py; commit them), and a new machine's queue starts from what was kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
+mkdir -p out-queue
 $py -m experiments.keep restore
 (while sleep 300; do $py -m experiments.keep save > /dev/null; done) &
 saver=$!
@@ -18,6 +21,20 @@ $py prepare.py --dataset shakespeare-plays --quiet                      # the CP
 $py prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024 --quiet   # the scaling study's
 $py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet
 $py -m experiments.compare --preset cpu   # issue 29: norms, steps to learned's loss, echo, layers
-$py -m experiments.extension         # issue 29: adding words at V = 8,192
-$py -m experiments.fairness --base_runs out-compare/cpu   # issue 30 (its base runs: the comparison's)
-$py -m experiments.scaling           # issue 30: the third seed and the depth axis
+# Issue 30's scaling points (the width axis' third seed, the depth axis) before the rest of the grid;
+# a lane's partial scaling report goes to out-queue/, the whole grid's to results/ at the end.
+partial() { $py -m experiments.scaling --points "$1" --results_dir "out-queue/scaling-$2"; }
+export OMP_NUM_THREADS=1
+( set -e
+  $py -m experiments.extension                                         # issue 29: adding words at V = 8,192
+  partial width-384 a1
+  partial tokens-4x a2 ) > out-queue/lane-a 2>&1 &
+lane_a=$!
+( set -e
+  $py -m experiments.fairness --base_runs out-compare/cpu              # issue 30 (base runs: the comparison's)
+  partial base,width-64,depth-3,depth-12 b1
+  partial vocab-8k,lr-1e-3,lr-4e-3,lr-8e-3,tokens-2x b2 ) > out-queue/lane-b 2>&1 &
+lane_b=$!
+wait $lane_a
+wait $lane_b
+$py -m experiments.scaling   # every point finished: the whole grid's report, nothing trained

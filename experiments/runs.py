@@ -37,8 +37,9 @@ def train_settings(argv):
 
 def run_size(settings, vocab_size):
     """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of
-    one run; the FLOPs are the same for every input (train.py's count leaves the input out)."""
-    s = check_settings({**settings, "input": "binary"})
+    one run; the FLOPs are the same for every input (train.py's count leaves the input out), so a
+    frozen run's is counted as binary's, without its codes' source."""
+    s = check_settings({**settings, "input": "binary", "codes_from": ""})
     with torch.device("meta"):
         model = GPT(model_config(s, vocab_size))
     tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size

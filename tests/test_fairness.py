@@ -8,6 +8,7 @@ import pytest
 
 from conftest import TINY
 from experiments import fairness
+from experiments.runs import run_size
 
 
 def test_each_part_brings_its_runs_and_every_frozen_runs_source_first():
@@ -57,3 +58,9 @@ def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, t
     with pytest.raises(SystemExit, match=r"trained with other settings \(learning_rate\); leave --base_runs out"):
         study("runs3", "--base_runs", str(tmp_path / "compare"), "--learning_rate=1e-3")
     assert not (tmp_path / "runs3" / "kronecker-pos4-seed0").exists()  # refused before any run
+
+
+def test_a_frozen_runs_compute_is_binarys_without_its_source(tmp_path):
+    settings = fairness.train_settings([*fairness.arguments("frozen-10pct", 0, tmp_path), "--dataset=shakespeare-plays"])
+    binary = fairness.train_settings([*fairness.arguments("binary", 0, tmp_path), "--dataset=shakespeare-plays"])
+    assert settings["codes_from"] and run_size(settings, 1024)[0] == run_size(binary, 1024)[0] > 0
