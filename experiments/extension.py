@@ -3,7 +3,7 @@ V = 8,192, with a learned table's new rows from their pieces or at random, with 
 short adaptation of the new rows: results/extension.md, .json.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
-    python -m experiments.extension            # 15 runs, then 12 extensions of each: ~3.5 h on 2 cores
+    python -m experiments.extension            # 15 runs, then the 12 grid cells (random rows: learned alone)
     python -m experiments.extension --seeds 1 --new_tokens 64 --adapt_steps 0   # a part of it
 
 The frozen-code paper: its frozen table "accepts 10,000 new words after training with a 3% cost
@@ -60,9 +60,13 @@ def cell_report(root, cell):
 
 
 def extend(dirs, cell, root, data_dir):
-    """tools/extend.py on every run for one grid cell, or its kept report: its rows."""
+    """tools/extend.py on the runs of one grid cell (random rows: learned's alone), or its kept report: its rows."""
     report = cell_report(root, cell)
     m, rows, steps, name = cell
+    if rows != "mean":  # only a table has rows to draw: the other inputs would repeat their mean cell's numbers
+        dirs = {kind: ds for kind, ds in dirs.items() if kind == "learned"}
+    if not dirs:
+        return []
     if not report.exists():
         report.parent.mkdir(parents=True, exist_ok=True)
         print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
@@ -112,8 +116,9 @@ def report(command, info, summary, kinds):
     lines = ["# Adding words at V = 8,192: every input, 64 to 2,048 new tokens", "",
              f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, finished {info['date']}. "
              "Held-out bits per byte before and after adding the words, mean (± std) over seeds; the protocol: "
-             "tools/extend.py's docstring. Table rows: how a learned table's new rows start (the others ignore "
-             "it). Binary and affine code with one extra bit (their new ids have codes of their own).", ""]
+             "tools/extend.py's docstring. Table rows: how a learned table's new rows start (random: learned alone; "
+             "the other inputs have no table, so theirs would be the mean cells' numbers again). Binary and affine "
+             "code with one extra bit (their new ids have codes of their own).", ""]
     lines += grid("Relative change of held-out bits per byte:",
                   lambda s: f"{100 * s['change']:+.2f}% ± {100 * s['change_std']:.2f}%")
     lines += grid("Held-out bits per byte, before -> after:", lambda s: f"{s['before']:.4f} -> {s['after']:.4f}")
@@ -157,7 +162,7 @@ def main(argv=None):
         md, js, _ = results_files(args.results_dir, "extension")
         root = Path(args.runs_dir)
         dirs = pretrain(kinds, args.seeds, root, args.data_dir, any(not cell_report(root, c).exists() for c in cells))
-        done = [(cell, extend(dirs, cell, root, args.data_dir)) for cell in cells]
+        done = [(cell, runs) for cell in cells if (runs := extend(dirs, cell, root, args.data_dir))]
         summary, info = summarize(done), machine()
         command = " ".join(["python -m experiments.extension", *argv])
         table = report(command, info, summary, kinds)

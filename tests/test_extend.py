@@ -104,15 +104,20 @@ def test_learned_merges_extend_the_tokenizer(data_dir, tmp_path):
         assert max(made_of) < 299 and b"".join(enc.decode_single_token_bytes(t) for t in made_of) == a + b
 
 
-def test_extend_end_to_end(data_dir, tmp_path):
+def test_extend_end_to_end(data_dir, tmp_path, monkeypatch):
     common = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=4", "--eval_interval=4"]
     train.train(resolve(train.DEFAULTS, [*common, "--input=learned", f"--out_dir={tmp_path / 'learned'}"]))
     train.train(resolve(train.DEFAULTS, [*common, "--input=frozen", f"--codes_from={tmp_path / 'learned'}",
                                          f"--out_dir={tmp_path / 'frozen'}"]))
+    learn_merges = extend.learn_merges  # the two runs share a dataset, so their words are learned once
+    monkeypatch.setattr(extend, "learn_merges", lambda *a: calls.append(a[-1]) or learn_merges(*a))
+    monkeypatch.setattr(extend, "MERGES", {})
+    calls = []
     extend.main(["--ckpt", str(tmp_path / "learned"), str(tmp_path / "frozen"), "--new_tokens", "8", "--data_dir",
                  str(data_dir), "--results_dir", str(tmp_path), "--adapt_steps", "2"])
     rows = json.loads((tmp_path / "extension.json").read_text())["runs"]
     assert [r["input"] for r in rows] == ["learned", "frozen"] and all(r["new_tokens"] == 8 for r in rows)
+    assert calls == [8] and rows[0]["examples"] == rows[1]["examples"]
     for r in rows:
         assert r["before"]["n"] > r["after"]["n"]  # fewer tokens for the same bytes
         assert r["after"]["new_tokens"]["n"] > 0 and abs(r["bpb_change"]) < 1

@@ -25,7 +25,9 @@ def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch):
     binary = json.loads((tmp_path / "runs" / "binary-seed0" / "config.json").read_text())["model"]
     assert binary["extra_bits"] == 1  # headroom: 2^10 codes for 300 + 8 ids
     rows = {r["input"]: r for r in results["runs"]["extend-8-random-0"]}
-    assert rows["learned"]["table_rows"] == "random" and rows["binary"]["input_note"]["aliased"] == 0
+    assert list(rows) == ["learned"] and rows["learned"]["table_rows"] == "random"  # the others have no table
+    mean = {r["input"]: r for r in results["runs"]["extend-8-mean-0"]}
+    assert list(mean) == ["learned", "binary", "frozen"] and mean["binary"]["input_note"]["aliased"] == 0
     md = (tmp_path / "results" / "extension.md").read_text()
     assert "| 8 | random | 0 |" in md and "| 8 | random | 0 | learned |" in md  # the grids and the buckets' table
     learned = results["summary"]["8-random-0"]["learned"]  # one seed: its buckets are the run's own

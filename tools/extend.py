@@ -86,6 +86,9 @@ def learn_merges(enc, ranks, pattern, texts, count):
     return merges
 
 
+MERGES = {}  # (dataset directory, tokenizer ranks, M): learn_merges' answer for that dataset's held-out half
+
+
 def old_pieces(ranks, merges):
     """Each new token as the old ids it is made of: a piece that is itself new (merged earlier
     in the list) stands for its own pieces, so every new row is a mean of old rows."""
@@ -150,7 +153,10 @@ def extend_run(path, args):
     first, second = halves([d for d in docs if d])
     info, V = ckpt["tokenizer"]["info"], ckpt["model_config"]["vocab_size"]
     ranks = parse_ranks(ckpt["tokenizer"]["ranks"].encode())
-    merges = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
+    key = (str(directory), ckpt["tokenizer"]["ranks"], args.new_tokens)  # runs of one dataset share their words:
+    if key not in MERGES:  # learned once (M = 2,048 at V = 8,192: minutes of Python), not once a run
+        MERGES[key] = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
+    merges = MERGES[key]
     new_enc = extended_encoding(info, ranks, merges)
     pieces = old_pieces(ranks, merges)
     counts = token_counts(directory, meta, "train")
