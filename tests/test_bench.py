@@ -3,11 +3,14 @@
 import importlib.util
 import json
 
+import pytest
+
 from experiments import bench
 from experiments.bench_train import SHAPES, shapes
 from model import INPUTS
 
 
+@pytest.mark.slow  # every section of the benchmark: two minutes
 def test_quick_bench_writes_markdown_and_json(tmp_path):
     bench.main(["--quick", "--out", str(tmp_path / "B.md"), "--data_dir", str(tmp_path / "data")])
     report = (tmp_path / "B.md").read_text()

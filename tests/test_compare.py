@@ -67,6 +67,7 @@ def test_probe_summary_arithmetic():
     assert "| learned | byte similar | 1.000 | 0.500 |" in table and "| kronecker | meaning similar | 0.500 | 1.000 |" in table
 
 
+@pytest.mark.slow  # 12 train.py processes and their probes: minutes; CI runs the parts (summaries, tables, probes)
 def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
     argv = ["--name", "tiny", "--seeds", "2", "--results_dir", str(tmp_path / "results"), "--runs_dir", str(tmp_path / "runs"),
             "--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=2"]

@@ -60,6 +60,7 @@ def test_estimate_scales_by_measured_speed():
     assert scaling.estimate([7.2e15, 3.6e15], [(1e12, 1.0), (1e12, 4.0)]) == pytest.approx(3.0)  # a slowed run: ignored
 
 
+@pytest.mark.slow  # a dozen train.py processes: a minute and a half; CI runs the plan, fits and table
 def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(scaling, "POINTS", TINY_POINTS)
     argv = ["--seeds", "2", "--results_dir", str(tmp_path / "results"), "--runs_dir", str(tmp_path / "runs"),
