@@ -1,17 +1,20 @@
 """Adding words after training (tools/extend.py, GPT.add_tokens). Run: python -m pytest tests/test_extend.py"""
 
 import json
+from collections import Counter
 
 import pytest
+import regex
 import torch
 
 import train
 from codes import binary_code, byte_buffer, sign_project, unpack_bits
-from conftest import TINY
+from conftest import ROOT, TINY
 from model import GPT, GPTConfig
 from tablefree.checkpoint import load_checkpoint
 from tablefree.configurator import resolve
-from tablefree.tokenizer import load_encoding, parse_ranks
+from tablefree.data import read_meta
+from tablefree.tokenizer import load_encoding, parse_ranks, tokenizer_state
 from tools import extend
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(64)]  # a .. z, aa .. zz, aaa ..: V = 64 = 2^6
@@ -104,20 +107,55 @@ def test_learned_merges_extend_the_tokenizer(data_dir, tmp_path):
         assert max(made_of) < 299 and b"".join(enc.decode_single_token_bytes(t) for t in made_of) == a + b
 
 
-def test_extend_end_to_end(data_dir, tmp_path, monkeypatch):
+def slow_merges(enc, ranks, pattern, texts, count):
+    """learn_merges' rule as first written: every pair counted again each round."""
+    chunks = Counter(c for t in texts for c in regex.findall(pattern, t))
+    words = {c: [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(c)] for c in chunks}
+    known, merges = set(ranks), []
+    while len(merges) < count:
+        pairs = Counter()
+        for chunk, parts in words.items():
+            for pair in zip(parts, parts[1:]):
+                pairs[pair] += chunks[chunk]
+        candidates = [(-n, pair) for pair, n in pairs.items() if pair[0] + pair[1] not in known]
+        if not candidates:
+            return merges
+        left, right = min(candidates)[1]
+        merges.append((left, right))
+        known.add(left + right)
+        for chunk, parts in words.items():
+            merged, i = [], 0
+            while i < len(parts):
+                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == (left, right):
+                    merged.append(left + right)
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            words[chunk] = merged
+    return merges
+
+
+def test_the_kept_pair_counts_merge_as_counting_again_each_round(data_dir):
+    state = tokenizer_state(read_meta(data_dir / "tiny")["tokenizer"], data_dir / "tiny" / "tokenizer.tiktoken")
+    enc, ranks, pattern = load_encoding(state), parse_ranks(state["ranks"].encode()), state["info"]["pattern"]
+    texts = [(ROOT / "model.py").read_text(), "aaaaaaa aaaa abab ababab xyzxyz " * 3]  # runs of a letter: overlaps
+    merges = extend.learn_merges(enc, ranks, pattern, texts, 400)
+    assert len(merges) == 400 and merges == slow_merges(enc, ranks, pattern, texts, 400)
+    every = extend.learn_merges(enc, ranks, pattern, texts[1:], 10 ** 6)  # until no pair is left to merge
+    assert every == slow_merges(enc, ranks, pattern, texts[1:], 10 ** 6) and len(every) < 50
+
+
+def test_extend_end_to_end(data_dir, tmp_path):
     common = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=4", "--eval_interval=4"]
     train.train(resolve(train.DEFAULTS, [*common, "--input=learned", f"--out_dir={tmp_path / 'learned'}"]))
     train.train(resolve(train.DEFAULTS, [*common, "--input=frozen", f"--codes_from={tmp_path / 'learned'}",
                                          f"--out_dir={tmp_path / 'frozen'}"]))
-    learn_merges = extend.learn_merges  # the two runs share a dataset, so their words are learned once
-    monkeypatch.setattr(extend, "learn_merges", lambda *a: calls.append(a[-1]) or learn_merges(*a))
-    monkeypatch.setattr(extend, "MERGES", {})
-    calls = []
     extend.main(["--ckpt", str(tmp_path / "learned"), str(tmp_path / "frozen"), "--new_tokens", "8", "--data_dir",
                  str(data_dir), "--results_dir", str(tmp_path), "--adapt_steps", "2"])
     rows = json.loads((tmp_path / "extension.json").read_text())["runs"]
     assert [r["input"] for r in rows] == ["learned", "frozen"] and all(r["new_tokens"] == 8 for r in rows)
-    assert calls == [8] and rows[0]["examples"] == rows[1]["examples"]
+    assert rows[0]["examples"] == rows[1]["examples"]  # one dataset: the same new words
     for r in rows:
         assert r["before"]["n"] > r["after"]["n"]  # fewer tokens for the same bytes
         assert r["after"]["new_tokens"]["n"] > 0 and abs(r["bpb_change"]) < 1

@@ -28,11 +28,12 @@ same for every input interface (our choice throughout):
 Results: results/<name>.md and .json, one row per run, means over seeds per input.
 """
 
+import heapq
 import json
 import statistics
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -58,35 +59,48 @@ def learn_merges(enc, ranks, pattern, texts, count):
     """count new BPE merges on texts, continuing enc's vocabulary (ranks): [(left, right) bytes].
 
     Each pre-tokenized chunk is split into enc's tokens; each round merges the most frequent
-    adjacent pair whose concatenation is not a token yet (ties: the smaller bytes), everywhere."""
+    adjacent pair whose concatenation is not a token yet (ties: the smaller bytes), everywhere.
+    The pair counts are kept up to date rather than recounted each round: a merge recounts only
+    the chunks holding its pair (where), and a heap holds every count a pair has had, the stale
+    ones skipped when they surface (2,048 merges on cpu-mix-8k's held-out half: 0.3 s, not 200)."""
     chunks = Counter(c for t in texts for c in regex.findall(pattern, t))
-    words = {c: [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(c)] for c in chunks}
+    freq = list(chunks.values())
+    words = [[enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(c)] for c in chunks]
+    pairs, where = Counter(), defaultdict(set)  # pair: its count in all chunks; pair: the chunks that held it
+    for i, parts in enumerate(words):
+        for pair in zip(parts, parts[1:]):
+            pairs[pair] += freq[i]
+            where[pair].add(i)
+    heap = [(-n, pair) for pair, n in pairs.items()]
+    heapq.heapify(heap)
     known, merges = set(ranks), []
-    while len(merges) < count:
-        pairs = Counter()
-        for chunk, parts in words.items():
-            for pair in zip(parts, parts[1:]):
-                pairs[pair] += chunks[chunk]
-        candidates = [(-n, pair) for pair, n in pairs.items() if pair[0] + pair[1] not in known]
-        if not candidates:
-            break
-        left, right = min(candidates)[1]
+    while len(merges) < count and heap:
+        n, (left, right) = heapq.heappop(heap)
+        if -n != pairs[left, right] or left + right in known:  # a count since changed, or a token already
+            continue
         merges.append((left, right))
         known.add(left + right)
-        for chunk, parts in words.items():
-            merged, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == (left, right):
+        touched = set()
+        for i in where.pop((left, right)):
+            parts, merged, j = words[i], [], 0
+            while j < len(parts):
+                if j + 1 < len(parts) and (parts[j], parts[j + 1]) == (left, right):
                     merged.append(left + right)
-                    i += 2
+                    j += 2
                 else:
-                    merged.append(parts[i])
-                    i += 1
-            words[chunk] = merged
+                    merged.append(parts[j])
+                    j += 1
+            for pair in zip(parts, parts[1:]):
+                pairs[pair] -= freq[i]
+            for pair in zip(merged, merged[1:]):
+                pairs[pair] += freq[i]
+                where[pair].add(i)
+            touched.update(zip(parts, parts[1:]), zip(merged, merged[1:]))
+            words[i] = merged
+        for pair in touched:
+            if pairs[pair] > 0:
+                heapq.heappush(heap, (-pairs[pair], pair))
     return merges
-
-
-MERGES = {}  # (dataset directory, tokenizer ranks, M): learn_merges' answer for that dataset's held-out half
 
 
 def old_pieces(ranks, merges):
@@ -153,10 +167,7 @@ def extend_run(path, args):
     first, second = halves([d for d in docs if d])
     info, V = ckpt["tokenizer"]["info"], ckpt["model_config"]["vocab_size"]
     ranks = parse_ranks(ckpt["tokenizer"]["ranks"].encode())
-    key = (str(directory), ckpt["tokenizer"]["ranks"], args.new_tokens)  # runs of one dataset share their words:
-    if key not in MERGES:  # learned once (M = 2,048 at V = 8,192: minutes of Python), not once a run
-        MERGES[key] = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
-    merges = MERGES[key]
+    merges = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
     new_enc = extended_encoding(info, ranks, merges)
     pieces = old_pieces(ranks, merges)
     counts = token_counts(directory, meta, "train")
