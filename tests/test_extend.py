@@ -108,7 +108,7 @@ def test_learned_merges_extend_the_tokenizer(data_dir, tmp_path):
 
 
 def slow_merges(enc, ranks, pattern, texts, count):
-    """learn_merges' rule as first written: every pair counted again each round."""
+    """learn_merges' rule as first written: every pair counted again each round, every chunk merged."""
     chunks = Counter(c for t in texts for c in regex.findall(pattern, t))
     words = {c: [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(c)] for c in chunks}
     known, merges = set(ranks), []
@@ -123,16 +123,7 @@ def slow_merges(enc, ranks, pattern, texts, count):
         left, right = min(candidates)[1]
         merges.append((left, right))
         known.add(left + right)
-        for chunk, parts in words.items():
-            merged, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == (left, right):
-                    merged.append(left + right)
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            words[chunk] = merged
+        words = {chunk: extend.merge_pair(parts, left, right) for chunk, parts in words.items()}
     return merges
 
 
@@ -173,3 +164,9 @@ def test_extend_end_to_end(data_dir, tmp_path):
     with pytest.raises(SystemExit) as stopped:
         extend.main(["--ckpt", str(tmp_path / "frozen"), "--data_dir", str(data_dir), "--results_dir", str(tmp_path)])
     assert stopped.value.code.startswith("extend.py: error: no checkpoint at")
+
+
+def test_a_merge_joins_pairs_from_the_start_without_overlap():
+    assert extend.merge_pair([b"a"] * 5, b"a", b"a") == [b"aa", b"aa", b"a"]
+    assert extend.merge_pair([b"x", b"a", b"b", b"a", b"b", b"a"], b"a", b"b") == [b"x", b"ab", b"ab", b"a"]
+    assert extend.merge_pair([b"b", b"a"], b"a", b"b") == [b"b", b"a"]

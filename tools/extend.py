@@ -55,6 +55,19 @@ def halves(docs):
     return text[:cut].split("\x00"), text[cut:].split("\x00")
 
 
+def merge_pair(parts, left, right):
+    """parts with every (left, right) from the start, not overlapping, joined into left + right."""
+    merged, j = [], 0
+    while j < len(parts):
+        if j + 1 < len(parts) and (parts[j], parts[j + 1]) == (left, right):
+            merged.append(left + right)
+            j += 2
+        else:
+            merged.append(parts[j])
+            j += 1
+    return merged
+
+
 def learn_merges(enc, ranks, pattern, texts, count):
     """count new BPE merges on texts, continuing enc's vocabulary (ranks): [(left, right) bytes].
 
@@ -82,14 +95,7 @@ def learn_merges(enc, ranks, pattern, texts, count):
         known.add(left + right)
         touched = set()
         for i in where.pop((left, right)):
-            parts, merged, j = words[i], [], 0
-            while j < len(parts):
-                if j + 1 < len(parts) and (parts[j], parts[j + 1]) == (left, right):
-                    merged.append(left + right)
-                    j += 2
-                else:
-                    merged.append(parts[j])
-                    j += 1
+            parts, merged = words[i], merge_pair(words[i], left, right)
             for pair in zip(parts, parts[1:]):
                 pairs[pair] -= freq[i]
             for pair in zip(merged, merged[1:]):
