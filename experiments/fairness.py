@@ -198,8 +198,10 @@ def main(argv=None):
         settings = {name: train_settings(plan[name][0]) for name in names}  # every run's checked before the first
         run_flops = {name: flops(s) for name, s in settings.items()}  # compute and steps: the same for every seed
         max_iters = {name: s["max_iters"] for name, s in settings.items()}
-        print(f"{len(names) * args.seeds} runs, {args.seeds * sum(run_flops.values()) / run_flops['learned']:.1f} "
-              f"base learned runs of compute (the CPU preset's run: about 5 minutes on 2 cores)", flush=True)
+        todo = [name for name in names for seed in range(args.seeds) if not (base and name in SHARED)
+                and not finished(location(name, seed, root, base), max_iters[name])]
+        print(f"{len(names) * args.seeds} runs, {len(todo)} to train: {sum(map(run_flops.get, todo)) / run_flops['learned']:.1f} "
+              f"base learned runs of compute (the CPU preset's run: 5-9 minutes on 2 cores)", flush=True)
         runs = {}
         for name in names:
             runs[name] = []

@@ -38,7 +38,7 @@ def test_compute_counts_frozens_source_and_each_question_finds_its_control():
     assert found[("kronecker at equal input parameters", "kronecker-pos4", "learned")] == 0.05
 
 
-def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, tmp_path):
+def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, tmp_path, capsys):
     def study(runs_dir, *extra):
         fairness.main(["--parts", "kronecker", "--seeds", "1", "--runs_dir", str(tmp_path / runs_dir), "--results_dir",
                        str(tmp_path / runs_dir / "results"), f"--data_dir={data_dir}", "--dataset=tiny", *TINY,
@@ -46,6 +46,7 @@ def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, t
         return json.loads((tmp_path / runs_dir / "results" / "fairness.json").read_text())["summary"]
 
     summary = study("runs")
+    assert "4 runs, 4 to train: 4.0 base learned runs of compute" in capsys.readouterr().out
     assert list(summary) == ["learned", "binary", "kronecker-pos16", "kronecker-pos4"]
     assert summary["kronecker-pos4"]["input_params"] == 256 * 4 * 32 and summary["learned"]["input_params"] == 300 * 32
     assert "vs_learned" in summary["kronecker-pos4"] and "| kronecker-pos4 | kronecker | kronecker |" in (
@@ -53,6 +54,7 @@ def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, t
     for name, kind in (("learned", "learned"), ("binary", "binary"), ("kronecker-pos16", "kronecker")):  # a comparison's
         shutil.copytree(tmp_path / "runs" / f"{name}-seed0", tmp_path / "compare" / f"{kind}-seed0")
     again = study("runs2", "--base_runs", str(tmp_path / "compare"))
+    assert "4 runs, 1 to train: 1.0 base learned runs" in capsys.readouterr().out  # the estimate counts what is left
     assert sorted(p.name for p in (tmp_path / "runs2").iterdir()) == ["kronecker-pos4-seed0", "results"]  # one trained
     assert {n: s["val_bpb"] for n, s in again.items()} == {n: s["val_bpb"] for n, s in summary.items()}
     with pytest.raises(SystemExit, match=r"trained with other settings \(learning_rate\); leave --base_runs out"):
