@@ -121,7 +121,7 @@ def test_kill_9_at_random_moments(data_dir, reference, tmp_path):
     The moments follow this machine, not a guess: each child is killed a random time after its
     first line (start-up, imports and data, is over by then), within the time the whole of the
     steps took in one uninterrupted run measured here first, so every attempt may reach a checkpoint.
-    KILL_TRIALS=20 KILL_SEED=1 python -m pytest tests/test_faults.py -m slow -s prints the kills survived."""
+    KILL_TRIALS=20 KILL_SEED=1 python -m pytest tests/test_faults.py -m slow -s -n 0 prints the kills survived."""
     rng, kills, trials = random.Random(int(os.environ.get("KILL_SEED", "0"))), 0, int(os.environ.get("KILL_TRIALS", "5"))
 
     def launch(out):

@@ -1,5 +1,5 @@
 """GGUF export: llama.cpp loads our files and computes what we compute.
-Run: python -m pytest tests/test_gguf.py -s   (-s prints the ternary agreement it measures)
+Run: python -m pytest tests/test_gguf.py -s -n 0   (-s -n 0 prints the ternary agreement it measures)
 
 Needs llama-cpp-python (requirements-extras.txt builds it: about 3 minutes on 2 cores)."""
 
