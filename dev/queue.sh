@@ -4,8 +4,10 @@
 #   mkdir -p out-queue && nohup bash dev/queue.sh > out-queue/log 2>&1 &
 # Two lanes of one thread each: on these 2 cores two single-threaded runs side by side finish 1.2x
 # more runs an hour than one run on both threads (dev/LOG.md, 2026-12-02), and a run's numbers do not
-# depend on its thread count. The lanes never share a run directory (the scaling points are split
-# between them); each lane's log is out-queue/lane-{a,b}. One copy of this script at a time.
+# depend on its thread count. Lane b trains part of the extension grid's runs before its own work; a
+# run both lanes reach is trained by one while the other waits (experiments/runs.py's claimed); the
+# scaling points are split between the lanes. Each lane's log is out-queue/lane-{a,b}. One copy of this
+# script at a time.
 # A machine may not outlive its session: every few minutes the finished runs are kept in results/runs/
 # (experiments/keep.py; commit them), and a new machine's queue starts from what was kept.
 set -euo pipefail
@@ -31,6 +33,7 @@ export OMP_NUM_THREADS=1
   partial tokens-4x a2 ) > out-queue/lane-a 2>&1 &
 lane_a=$!
 ( set -e
+  $py -m experiments.extension --pretrain_only --inputs affine,kronecker  # lane a's last runs, first
   $py -m experiments.fairness --base_runs out-compare/cpu              # issue 30 (base runs: the comparison's)
   partial base,width-64,depth-3,depth-12 b1
   partial vocab-8k,lr-1e-3,lr-4e-3,lr-8e-3,tokens-2x b2 ) > out-queue/lane-b 2>&1 &

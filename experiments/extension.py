@@ -5,6 +5,7 @@ short adaptation of the new rows: results/extension.md, .json.
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
     python -m experiments.extension            # 15 runs, then the 12 grid cells (random rows: learned alone)
     python -m experiments.extension --seeds 1 --new_tokens 64 --adapt_steps 0   # a part of it
+    python -m experiments.extension --pretrain_only --inputs kronecker,affine   # beside the whole: shares its runs
 
 The frozen-code paper: its frozen table "accepts 10,000 new words after training with a 3% cost
 where the learned table collapses by 43%". Our grid, our choice throughout: the scaling study's
@@ -22,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, mean_std, results_files, run_arguments, run_dir, run_tool, train_run,
+from experiments.runs import (ROOT, claimed, mean_std, results_files, run_arguments, run_dir, run_tool, train_run,
                               train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
@@ -67,13 +68,13 @@ def extend(dirs, cell, root, data_dir):
         dirs = {kind: ds for kind, ds in dirs.items() if kind == "learned"}
     if not dirs:
         return []
-    if not report.exists():
-        report.parent.mkdir(parents=True, exist_ok=True)
-        print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
-        run_tool("extend", "--ckpt", *map(str, (d for ds in dirs.values() for d in ds)), "--new_tokens", str(m),
-                 "--new_rows", rows, "--adapt_steps", str(steps), "--name", name, "--results_dir", str(report.parent),
-                 "--data_dir", data_dir,
-                 failed=f"tools/extend.py failed for {name} (its error is above); run again: finished cells are kept")
+    with claimed(report):
+        if not report.exists():
+            print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
+            run_tool("extend", "--ckpt", *map(str, (d for ds in dirs.values() for d in ds)), "--new_tokens", str(m),
+                     "--new_rows", rows, "--adapt_steps", str(steps), "--name", name, "--results_dir",
+                     str(report.parent), "--data_dir", data_dir,
+                     failed=f"tools/extend.py failed for {name} (its error is above); run again: finished cells are kept")
     return json.loads(report.read_text())["runs"]
 
 
@@ -146,6 +147,8 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-extension")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--pretrain_only", action="store_true", help="train the --inputs' runs, no grid cell, no "
+                   "report: a second process shares the pretraining (runs.claimed keeps them apart)")
     with user_errors("extension.py"):
         args = p.parse_args(argv)
         kinds = args.inputs.split(",")
@@ -162,6 +165,9 @@ def main(argv=None):
         md, js, _ = results_files(args.results_dir, "extension")
         root = Path(args.runs_dir)
         dirs = pretrain(kinds, args.seeds, root, args.data_dir, any(not cell_report(root, c).exists() for c in cells))
+        if args.pretrain_only:
+            print(f"pretrained: {', '.join(kinds)} x {args.seeds} seeds in {root}")
+            return
         done = [(cell, runs) for cell in cells if (runs := extend(dirs, cell, root, args.data_dir))]
         summary, info = summarize(done), machine()
         command = " ".join(["python -m experiments.extension", *argv])

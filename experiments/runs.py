@@ -13,7 +13,13 @@ import os
 import statistics
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import torch
 
@@ -103,12 +109,30 @@ def run_arguments(settings, kind, seed, root):
     return args
 
 
+@contextmanager
+def claimed(path):
+    """Hold path's lock (a file beside it) while making it: another process making the same run or
+    report waits here, then finds it made. So two copies of an experiment, or two experiments
+    sharing runs (dev/queue.sh's lanes), never write one run directory at once. No flock on Windows:
+    run one copy at a time there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        if fcntl:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
+
+
 def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node=1, checkpoint=False):
     """read_run(directory) after training (or resuming) the run there, unless its log already holds
     its final evaluation. argv: train.py's arguments; start: --init_from of a first attempt,
     'scratch' or the checkpoint a fine-tuning run starts from; label: the run's name in messages;
     checkpoint: the caller needs the run's ckpt.pt afterwards, so a finished run kept without it
     (experiments/keep.py) is trained again (seeded: the same numbers)."""
+    with claimed(Path(directory)):
+        return _train_run(argv, Path(directory), max_iters, label, start, nproc_per_node, checkpoint)
+
+
+def _train_run(argv, directory, max_iters, label, start, nproc_per_node, checkpoint):
     done = finished(directory, max_iters)
     kept = done and checkpoint and not (directory / CKPT_NAME).exists()
     if kept or not done:

@@ -13,13 +13,16 @@ def test_the_grid_is_every_combination():
     assert len({c[3] for c in cells}) == 4  # one report name each
 
 
-def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch):
+def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(extension, "BASE", [f"--data_dir={data_dir}", "--dataset=tiny", *TINY, "--max_iters=4",
                                             "--lr_decay_iters=4", "--eval_interval=4"])
     argv = ["--seeds", "1", "--inputs", "learned,binary,frozen", "--new_tokens", "8", "--new_rows", "mean,random",
             "--adapt_steps", "0", "--data_dir", str(data_dir), "--runs_dir", str(tmp_path / "runs"),
             "--results_dir", str(tmp_path / "results")]
+    extension.main([*argv, "--pretrain_only", "--inputs", "binary"])  # a second process's share of the runs
+    assert "pretrained: binary x 1 seeds" in capsys.readouterr().out and not (tmp_path / "results" / "extension.md").exists()
     extension.main(argv)
+    assert "== binary" not in capsys.readouterr().out  # read, not trained again
     results = json.loads((tmp_path / "results" / "extension.json").read_text())
     assert set(results["runs"]) == {"extend-8-mean-0", "extend-8-random-0"}
     binary = json.loads((tmp_path / "runs" / "binary-seed0" / "config.json").read_text())["model"]

@@ -24,6 +24,7 @@ def test_only_finished_runs_and_reports_are_kept_and_restore_never_overwrites(tm
     (checkout / "out-extension" / "extensions").mkdir(parents=True)
     (checkout / "out-extension" / "extensions" / "extend-8-mean-0.json").write_text("{}")
     write_run(checkout / "out-elsewhere" / "learned-seed0", 10, 10)  # not one of the queue's runs dirs
+    (checkout / "out-fairness" / ".learned-seed0.lock").write_text("")  # runs.claimed's
 
     assert keep.save(checkout, kept) == 4 and keep.save(checkout, kept) == 0  # nothing changed the second time
     assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == [
