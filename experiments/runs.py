@@ -116,7 +116,7 @@ def claimed(path):
     sharing runs (dev/queue.sh's lanes), never write one run directory at once. No flock on Windows:
     run one copy at a time there."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "w") as lock:
+    with open(path.parent / f".{path.name}.lock", "a") as lock:  # "a": made once, never written
         if fcntl:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         yield
