@@ -138,11 +138,13 @@ def report(command, info, rows, fits, papers, base_files):
              f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, {info['date']}. "
              f"Base: `{base_files}`; one change per point. gap = input's val bits/byte - learned's (mean over seeds; "
              f"positive: the learned table is better), ± the standard error of the difference.", "",
-             "| point | axis | layers x n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | seeds | "
-             "learned bits/byte | input | input bits/byte | gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 14]
+             "| point | axis | layers x n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | "
+             "trainable input params, learned / input | seeds | learned bits/byte | input | input bits/byte | "
+             "gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 15]
     for r in rows:
+        params = " / ".join(f"{r['summaries'][k]['input_params']:,}" for k in ("learned", r["input"]))
         lines.append(f"| {r['point']} | {r['axis']} | {r.get('n_layer', 6)} x {r['n_embd']} | {r['V']:,} | {r['tokens'] / 1e6:.2f}M ({r['epochs']:.1f}) | "
-                     f"{r['lr']:g} | {r['compute']:.2e} | {100 * r['share']:.1f}% | {r['seeds']} | "
+                     f"{r['lr']:g} | {r['compute']:.2e} | {100 * r['share']:.1f}% | {params} | {r['seeds']} | "
                      f"{r['learned_bpb']:.4f} | {r['input']} | {r['bpb']:.4f} | {r['gap']:+.4f} ± {r['stderr']:.4f} | "
                      f"{r['loss_gap']:+.4f} ± {r['loss_stderr']:.4f} |")
     lines += ["", f"Fits (binary vs learned, gap = a + b log10 C, weighted by 1 / stderr^2, and where every gap is "
