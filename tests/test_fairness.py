@@ -55,7 +55,8 @@ def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, t
         shutil.copytree(tmp_path / "runs" / f"{name}-seed0", tmp_path / "compare" / f"{kind}-seed0")
     again = study("runs2", "--base_runs", str(tmp_path / "compare"))
     assert "4 runs, 1 to train: 1.0 base learned runs" in capsys.readouterr().out  # the estimate counts what is left
-    assert sorted(p.name for p in (tmp_path / "runs2").iterdir()) == ["kronecker-pos4-seed0", "results"]  # one trained
+    made = sorted(p.name for p in (tmp_path / "runs2").glob("[!.]*"))  # not runs.claimed's dot-file locks
+    assert made == ["kronecker-pos4-seed0", "results"]  # one trained
     assert {n: s["val_bpb"] for n, s in again.items()} == {n: s["val_bpb"] for n, s in summary.items()}
     with pytest.raises(SystemExit, match=r"trained with other settings \(learning_rate\); leave --base_runs out"):
         study("runs3", "--base_runs", str(tmp_path / "compare"), "--learning_rate=1e-3")
