@@ -4,8 +4,8 @@
 #   mkdir -p out-queue && nohup bash dev/queue.sh > out-queue/log 2>&1 &
 # Two lanes of one thread each: on these 2 cores two single-threaded runs side by side finish 1.2x
 # more runs an hour than one run on both threads (dev/LOG.md, 2026-12-02), and a run's numbers do not
-# depend on its thread count. Lane b trains part of the extension grid's runs before its own work; a
-# run both lanes reach is trained by one while the other waits (experiments/runs.py's claimed); the
+# depend on its thread count. Lane b makes part of the extension grid's models before its own work; a
+# run (or a grid cell) both lanes reach is trained by one while the other waits (experiments/runs.py's claimed); the
 # scaling points are split between the lanes. Each lane's log is out-queue/lane-{a,b}. One copy of this
 # script at a time.
 # A machine may not outlive its session: every few minutes the finished runs are kept in results/runs/
@@ -22,21 +22,19 @@ $py prepare.py --quiet                                                  # tiny S
 $py prepare.py --dataset shakespeare-plays --quiet                      # the CPU comparison's
 $py prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024 --quiet   # the scaling study's
 $py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet
-$py -m experiments.compare --preset cpu   # issue 29: norms, steps to learned's loss, echo, layers
 # Issue 30's scaling points (the width axis' third seed, the depth axis) before the rest of the grid;
-# a lane's partial scaling report goes to out-queue/, the whole grid's to results/ at the end.
+# a lane's partial report goes to out-queue/, the whole grid's to results/ at the end.
 partial() { $py -m experiments.scaling --points "$1" --results_dir "out-queue/scaling-$2"; }
 export OMP_NUM_THREADS=1
 ( set -e
   $py -m experiments.extension                                         # issue 29: adding words at V = 8,192
   partial width-384 a1
-  partial tokens-4x a2 ) > out-queue/lane-a 2>&1 &
+  partial base,width-64,depth-3,depth-12 a2 ) > out-queue/lane-a 2>&1 &
 lane_a=$!
 ( set -e
-  $py -m experiments.extension --pretrain_only --inputs affine,kronecker  # lane a's last runs, first
+  $py -m experiments.extension --inputs frozen,kronecker,affine --results_dir out-queue/extension-b  # lane a's last models, first
   $py -m experiments.fairness --base_runs out-compare/cpu              # issue 30 (base runs: the comparison's)
-  partial base,width-64,depth-3,depth-12 b1
-  partial vocab-8k,lr-1e-3,lr-4e-3,lr-8e-3,tokens-2x b2 ) > out-queue/lane-b 2>&1 &
+  partial vocab-8k,lr-1e-3,lr-4e-3,lr-8e-3,tokens-2x,tokens-4x b1 ) > out-queue/lane-b 2>&1 &
 lane_b=$!
 wait $lane_a
 wait $lane_b

@@ -3,9 +3,9 @@ V = 8,192, with a learned table's new rows from their pieces or at random, with 
 short adaptation of the new rows: results/extension.md, .json.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
-    python -m experiments.extension            # 15 runs, then the 12 grid cells (random rows: learned alone)
+    python -m experiments.extension            # 15 runs, each followed by its grid cells (12 or 6: run_grid)
     python -m experiments.extension --seeds 1 --new_tokens 64 --adapt_steps 0   # a part of it
-    python -m experiments.extension --pretrain_only --inputs kronecker,affine   # beside the whole: shares its runs
+    python -m experiments.extension --inputs frozen,kronecker --results_dir out-b   # beside the whole: shares its work
 
 The frozen-code paper: its frozen table "accepts 10,000 new words after training with a 3% cost
 where the learned table collapses by 43%". Our grid, our choice throughout: the scaling study's
@@ -23,8 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, claimed, mean_std, results_files, run_arguments, run_dir, run_tool, train_run,
-                              train_settings)
+from experiments.runs import (ROOT, claimed, finished, mean_std, results_files, run_arguments, run_dir, run_tool,
+                              train_run, train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine
@@ -40,42 +40,54 @@ def grid(new_tokens, new_rows, adapt_steps):
             itertools.product(new_tokens, new_rows, adapt_steps)]
 
 
-def pretrain(kinds, seeds, root, data_dir, checkpoint):
-    """The V = 8,192 run of every input and seed, trained or resumed as needed: {kind: [dirs]};
-    checkpoint: a grid cell is still to run, so every run needs its checkpoint (train_run)."""
-    argv = [*BASE, f"--data_dir={data_dir}"]
-    settings = train_settings(argv)
-    dirs = {}
-    for kind in kinds:
-        dirs[kind] = []
-        for seed in range(seeds):
-            directory = run_dir(root, kind, seed)
-            train_run([*argv, *run_arguments(settings, kind, seed, root), *HEADROOM.get(kind, [])], directory,
-                      settings["max_iters"], f"{kind}, seed {seed} at V = 8,192", checkpoint=checkpoint)
-            dirs[kind].append(directory)
-    return dirs
+def model_cells(kind, cells):
+    """The grid cells a model of this input runs: random rows are a learned table's alone (the other
+    inputs have no table, so theirs would repeat their mean cells' numbers)."""
+    return [cell for cell in cells if kind == "learned" or cell[1] == "mean"]
 
 
-def cell_report(root, cell):
-    return root / "extensions" / f"{cell[-1]}.json"
+def cell_report(root, cell, kind, seed):
+    """Where one model's tools/extend.py report for one grid cell is kept."""
+    return root / "extensions" / cell[-1] / f"{kind}-seed{seed}.json"
 
 
-def extend(dirs, cell, root, data_dir):
-    """tools/extend.py on the runs of one grid cell (random rows: learned's alone), or its kept report: its rows."""
-    report = cell_report(root, cell)
+def extend(directory, kind, seed, cell, root, data_dir):
+    """tools/extend.py on one model for one grid cell, or its kept report: the model's row."""
+    report = cell_report(root, cell, kind, seed)
     m, rows, steps, name = cell
-    if rows != "mean":  # only a table has rows to draw: the other inputs would repeat their mean cell's numbers
-        dirs = {kind: ds for kind, ds in dirs.items() if kind == "learned"}
-    if not dirs:
-        return []
     with claimed(report):
         if not report.exists():
-            print(f"== extending by {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
-            run_tool("extend", "--ckpt", *map(str, (d for ds in dirs.values() for d in ds)), "--new_tokens", str(m),
-                     "--new_rows", rows, "--adapt_steps", str(steps), "--name", name, "--results_dir",
-                     str(report.parent), "--data_dir", data_dir,
-                     failed=f"tools/extend.py failed for {name} (its error is above); run again: finished cells are kept")
-    return json.loads(report.read_text())["runs"]
+            print(f"== {kind}, seed {seed}: adding {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
+            run_tool("extend", "--ckpt", str(directory), "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps",
+                     str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir,
+                     failed=f"tools/extend.py failed for {name} on {directory} (its error is above); run again: "
+                            "finished cells are kept")
+    return json.loads(report.read_text())["runs"][0]
+
+
+def run_grid(kinds, seeds, cells, root, data_dir):
+    """Every model's cells, model after model: {cell name: [rows]}. A model is trained (or read)
+    just before its cells, so its checkpoint is needed only until they are kept: a machine lost
+    mid-grid trains again at most the models whose cells were not all done."""
+    argv = [*BASE, f"--data_dir={data_dir}"]
+    settings = train_settings(argv)
+
+    def train(kind, seed, checkpoint):
+        directory = run_dir(root, kind, seed)
+        if kind == "frozen" and not finished(directory, settings["max_iters"]):
+            train("learned", seed, checkpoint=True)  # frozen's codes come from that run's table
+        train_run([*argv, *run_arguments(settings, kind, seed, root), *HEADROOM.get(kind, [])], directory,
+                  settings["max_iters"], f"{kind}, seed {seed} at V = 8,192", checkpoint=checkpoint)
+        return directory
+
+    rows = {cell[-1]: [] for cell in cells}
+    for kind in kinds:
+        for seed in range(seeds):
+            mine = model_cells(kind, cells)
+            directory = train(kind, seed, any(not cell_report(root, c, kind, seed).exists() for c in mine))
+            for cell in mine:
+                rows[cell[-1]].append(extend(directory, kind, seed, cell, root, data_dir))
+    return rows
 
 
 def bucket_means(runs, side):
@@ -147,8 +159,6 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-extension")
     p.add_argument("--results_dir", default="results")
-    p.add_argument("--pretrain_only", action="store_true", help="train the --inputs' runs, no grid cell, no "
-                   "report: a second process shares the pretraining (runs.claimed keeps them apart)")
     with user_errors("extension.py"):
         args = p.parse_args(argv)
         kinds = args.inputs.split(",")
@@ -160,15 +170,9 @@ def main(argv=None):
                          [int(s) for s in args.adapt_steps.split(",")])
         except ValueError:
             raise UserError("--new_tokens and --adapt_steps take comma-separated whole numbers") from None
-        if "frozen" in kinds and "learned" not in kinds:
-            kinds.insert(0, "learned")  # frozen's codes come from it
         md, js, _ = results_files(args.results_dir, "extension")
-        root = Path(args.runs_dir)
-        dirs = pretrain(kinds, args.seeds, root, args.data_dir, any(not cell_report(root, c).exists() for c in cells))
-        if args.pretrain_only:
-            print(f"pretrained: {', '.join(kinds)} x {args.seeds} seeds in {root}")
-            return
-        done = [(cell, runs) for cell in cells if (runs := extend(dirs, cell, root, args.data_dir))]
+        made = run_grid(kinds, args.seeds, cells, Path(args.runs_dir), args.data_dir)
+        done = [(cell, made[cell[-1]]) for cell in cells if made[cell[-1]]]
         summary, info = summarize(done), machine()
         command = " ".join(["python -m experiments.extension", *argv])
         table = report(command, info, summary, kinds)

@@ -19,10 +19,15 @@ def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch, capsys):
     argv = ["--seeds", "1", "--inputs", "learned,binary,frozen", "--new_tokens", "8", "--new_rows", "mean,random",
             "--adapt_steps", "0", "--data_dir", str(data_dir), "--runs_dir", str(tmp_path / "runs"),
             "--results_dir", str(tmp_path / "results")]
-    extension.main([*argv, "--pretrain_only", "--inputs", "binary"])  # a second process's share of the runs
-    assert "pretrained: binary x 1 seeds" in capsys.readouterr().out and not (tmp_path / "results" / "extension.md").exists()
+    part = [*argv[:-1], str(tmp_path / "part"), "--inputs", "frozen"]  # a second process's share of the work
+    extension.main(part)
+    out = capsys.readouterr().out
+    assert out.count(": training in") == 2 and "== learned, seed 0: adding" not in out  # frozen's source: trained only
+    assert json.loads((tmp_path / "part" / "extension.json").read_text())["summary"]["8-mean-0"].keys() == {"frozen"}
     extension.main(argv)
-    assert "== binary" not in capsys.readouterr().out  # read, not trained again
+    out = capsys.readouterr().out
+    assert "== frozen" not in out and "== learned, seed 0 at" not in out  # read, not trained or extended again
+    assert out.count(": adding 8 words") == 3  # learned's two cells, binary's mean cell
     results = json.loads((tmp_path / "results" / "extension.json").read_text())
     assert set(results["runs"]) == {"extend-8-mean-0", "extend-8-random-0"}
     binary = json.loads((tmp_path / "runs" / "binary-seed0" / "config.json").read_text())["model"]
@@ -36,6 +41,9 @@ def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch, capsys):
     learned = results["summary"]["8-random-0"]["learned"]  # one seed: its buckets are the run's own
     assert learned["buckets_after"] == [[b["train_count"], b["loss"]] for b in rows["learned"]["after"]["buckets"]]
     assert learned["after"] == rows["learned"]["after"]["bpb"]
-    kept = (tmp_path / "runs" / "extensions" / "extend-8-mean-0.json").stat().st_mtime
+    kept = tmp_path / "runs" / "extensions" / "extend-8-mean-0" / "binary-seed0.json"
+    assert sorted(p.name for p in kept.parent.glob("*.json")) == ["binary-seed0.json", "frozen-seed0.json",
+                                                                  "learned-seed0.json"]  # one report per model
+    made = kept.stat().st_mtime
     extension.main(argv)  # nothing is redone
-    assert (tmp_path / "runs" / "extensions" / "extend-8-mean-0.json").stat().st_mtime == kept
+    assert kept.stat().st_mtime == made

@@ -21,14 +21,14 @@ def test_only_finished_runs_and_reports_are_kept_and_restore_never_overwrites(tm
     (checkout / "out-fairness" / "learned-seed0" / "eval.json").write_text("{}")
     (checkout / "out-fairness" / "learned-seed0" / "eval.json.tmp").write_text("{")  # a write in progress
     write_run(checkout / "out-fairness" / "binary-seed0", 10, 4)  # unfinished: it resumes or starts again
-    (checkout / "out-extension" / "extensions").mkdir(parents=True)
-    (checkout / "out-extension" / "extensions" / "extend-8-mean-0.json").write_text("{}")
+    (checkout / "out-extension" / "extensions" / "extend-8-mean-0").mkdir(parents=True)
+    (checkout / "out-extension" / "extensions" / "extend-8-mean-0" / "learned-seed0.json").write_text("{}")
     write_run(checkout / "out-elsewhere" / "learned-seed0", 10, 10)  # not one of the queue's runs dirs
     (checkout / "out-fairness" / ".learned-seed0.lock").write_text("")  # runs.claimed's
 
     assert keep.save(checkout, kept) == 4 and keep.save(checkout, kept) == 0  # nothing changed the second time
     assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == [
-        "out-extension/extensions/extend-8-mean-0.json", "out-fairness/learned-seed0/config.json",
+        "out-extension/extensions/extend-8-mean-0/learned-seed0.json", "out-fairness/learned-seed0/config.json",
         "out-fairness/learned-seed0/eval.json", "out-fairness/learned-seed0/log.jsonl"]
     (fresh / "out-fairness" / "learned-seed0").mkdir(parents=True)
     (fresh / "out-fairness" / "learned-seed0" / "eval.json").write_text('{"newer": 1}')
@@ -55,8 +55,8 @@ def test_a_fresh_checkout_reads_the_kept_runs_and_retrains_only_what_it_needs(da
     keep.restore(tmp_path / "b", tmp_path / "kept")
     again = grid(tmp_path / "b", "mean")  # every cell kept: nothing trained, the same numbers
     assert "== " not in capsys.readouterr().out and again["summary"] == first["summary"]
-    more = grid(tmp_path / "b", "mean,random")  # a new cell needs the models: both trained again, identically
+    more = grid(tmp_path / "b", "mean,random")  # a new cell (learned's alone) needs it: trained again, identically
     out = capsys.readouterr().out
-    assert out.count("its checkpoint was not kept, training it again") == 2
+    assert out.count("its checkpoint was not kept, training it again") == 1 and "== frozen" not in out
     assert more["summary"]["8-mean-0"] == first["summary"]["8-mean-0"]
     assert more["runs"]["extend-8-random-0"][0]["before"] == first["runs"]["extend-8-mean-0"][0]["before"]
