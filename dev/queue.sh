@@ -5,8 +5,8 @@
 # Two lanes of one thread each: on these 2 cores two single-threaded runs side by side finish 1.2x
 # more runs an hour than one run on both threads (dev/LOG.md, 2026-12-02), and a run's numbers do not
 # depend on its thread count. Lane b makes part of the extension grid's models before its own work; a
-# run (or a grid cell) both lanes reach is trained by one while the other waits (experiments/runs.py's claimed); the
-# scaling points are split between the lanes. Each lane's log is out-queue/lane-{a,b}. One copy of this
+# run or grid cell both lanes reach is made by one while the other waits (experiments/runs.py's
+# claimed); the scaling points are split between the lanes. Each lane's log is out-queue/lane-{a,b}. One copy of this
 # script at a time.
 # A machine may not outlive its session: every few minutes the finished runs are kept in results/runs/
 # (experiments/keep.py; commit them), and a new machine's queue starts from what was kept.
@@ -22,8 +22,9 @@ $py prepare.py --quiet                                                  # tiny S
 $py prepare.py --dataset shakespeare-plays --quiet                      # the CPU comparison's
 $py prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024 --quiet   # the scaling study's
 $py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet
-# Issue 30's scaling points (the width axis' third seed, the depth axis) before the rest of the grid;
-# a lane's partial report goes to out-queue/, the whole grid's to results/ at the end.
+# Issue 30's scaling points (the width axis' third seed, the depth axis) in lane a, the rest of the grid
+# in lane b after the fairness study; a lane's partial report goes to out-queue/, the whole grid's to
+# results/ at the end.
 partial() { $py -m experiments.scaling --points "$1" --results_dir "out-queue/scaling-$2"; }
 export OMP_NUM_THREADS=1
 ( set -e

@@ -82,8 +82,8 @@ def run_grid(kinds, seeds, cells, root, data_dir):
 
     rows = {cell[-1]: [] for cell in cells}
     for kind in kinds:
+        mine = model_cells(kind, cells)
         for seed in range(seeds):
-            mine = model_cells(kind, cells)
             directory = train(kind, seed, any(not cell_report(root, c, kind, seed).exists() for c in mine))
             for cell in mine:
                 rows[cell[-1]].append(extend(directory, kind, seed, cell, root, data_dir))
