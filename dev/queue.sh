@@ -22,9 +22,9 @@ $py prepare.py --quiet                                                  # tiny S
 $py prepare.py --dataset shakespeare-plays --quiet                      # the CPU comparison's
 $py prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024 --quiet   # the scaling study's
 $py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet
-# Issue 30's scaling points (the width axis' third seed, the depth axis) in lane a, the rest of the grid
-# in lane b after the fairness study; a lane's partial report goes to out-queue/, the whole grid's to
-# results/ at the end.
+# Issue 30's scaling points (the width axis' third seed, the depth axis): lane a from width 384 on, lane b
+# from depth 12 back after the fairness study, so the two meet in the middle; then the rest of the grid in
+# lane b. A lane's partial report goes to out-queue/, the whole grid's to results/ at the end.
 partial() { $py -m experiments.scaling --points "$1" --results_dir "out-queue/scaling-$2"; }
 export OMP_NUM_THREADS=1
 ( set -e
@@ -35,6 +35,7 @@ lane_a=$!
 ( set -e
   $py -m experiments.extension --inputs frozen,kronecker,affine --results_dir out-queue/extension-b  # lane a's last models, first
   $py -m experiments.fairness --base_runs out-compare/cpu              # issue 30 (base runs: the comparison's)
+  partial depth-12,depth-3,width-64,base b2
   partial vocab-8k,lr-1e-3,lr-4e-3,lr-8e-3,tokens-2x,tokens-4x b1 ) > out-queue/lane-b 2>&1 &
 lane_b=$!
 wait $lane_a
