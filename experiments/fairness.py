@@ -30,8 +30,8 @@ import math
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, finished, mean_std, read_run, results_files, run_dir, run_size,
-                              train_run, train_settings)
+from experiments.runs import (ROOT, difference, finished, free_first, mean_std, read_run, results_files, run_dir,
+                              run_size, train_run, train_settings)
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.data import read_meta
 from tablefree.device import machine
@@ -203,13 +203,14 @@ def main(argv=None):
         print(f"{len(names) * args.seeds} runs, {len(todo)} to train: {sum(map(run_flops.get, todo)) / run_flops['learned']:.1f} "
               f"base learned runs of compute (the CPU preset's run: 5-9 minutes on 2 cores)", flush=True)
         runs = {}
-        for name in names:
-            runs[name] = []
-            for seed, run_args in enumerate(plan[name]):
-                directory = location(name, seed, root, base)
-                runs[name].append(base_run(directory, run_args) if base and name in SHARED else train_run(
+        for name in names:  # name after name (a frozen run needs its source), seeds in any order
+            made = {}
+            for seed in free_first(range(args.seeds), lambda seed: location(name, seed, root, base)):
+                directory, run_args = location(name, seed, root, base), plan[name][seed]
+                made[seed] = base_run(directory, run_args) if base and name in SHARED else train_run(
                     run_args, directory, max_iters[name], f"{name}, seed {seed}",
-                    checkpoint=source_needed(name, seed, root, base, max_iters)))
+                    checkpoint=source_needed(name, seed, root, base, max_iters))
+            runs[name] = [made[seed] for seed in range(args.seeds)]
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)

@@ -122,6 +122,31 @@ def claimed(path):
         yield
 
 
+def held(path):
+    """True while another process holds path's claim (is making that run or report now)."""
+    lock_file = path.parent / f".{path.name}.lock"
+    if not fcntl or not lock_file.exists():
+        return False
+    with open(lock_file, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: taken, and let go on closing
+        except BlockingIOError:
+            return True
+    return False
+
+
+def free_first(items, path):
+    """items, each next one the first whose path (item -> run directory or report) no other process
+    holds now, or when all are held the first: two processes walking one list of runs (the queue's
+    lanes where they meet) make different runs side by side instead of one waiting on each run the
+    other makes. Only for items that do not depend on each other (the seeds of one run)."""
+    left = list(items)
+    while left:
+        item = next((i for i in left if not held(path(i))), left[0])
+        left.remove(item)
+        yield item
+
+
 def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node=1, checkpoint=False):
     """read_run(directory) after training (or resuming) the run there, unless its log already holds
     its final evaluation. argv: train.py's arguments; start: --init_from of a first attempt,
@@ -158,10 +183,14 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
         frozen = run_dir(root, "frozen", seed)
         return needed(run_dir(root, kind, seed)) or (
             kind == "learned" and "frozen" in kinds and not finished(frozen, settings["max_iters"]))
-    return {kind: [train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
-                             settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node,
-                             checkpoint=checkpoint(kind, seed))
-                   for seed in range(seeds)] for kind in kinds}
+    runs = {}
+    for kind in kinds:  # kind after kind (a frozen run needs its learned source), seeds in any order
+        made = {seed: train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
+                                settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node,
+                                checkpoint=checkpoint(kind, seed))
+                for seed in free_first(range(seeds), lambda seed: run_dir(root, kind, seed))}
+        runs[kind] = [made[seed] for seed in range(seeds)]
+    return runs
 
 
 def scored(directory, max_iters):
