@@ -30,7 +30,7 @@ import math
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, finished, free_first, mean_std, read_run, results_files, run_dir,
+from experiments.runs import (ROOT, difference, finished, made_free_first, mean_std, read_run, results_files, run_dir,
                               run_size, train_run, train_settings)
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.data import read_meta
@@ -204,13 +204,13 @@ def main(argv=None):
               f"base learned runs of compute (the CPU preset's run: 5-9 minutes on 2 cores)", flush=True)
         runs = {}
         for name in names:  # name after name (a frozen run needs its source), seeds in any order
-            made = {}
-            for seed in free_first(range(args.seeds), lambda seed: location(name, seed, root, base)):
-                directory, run_args = location(name, seed, root, base), plan[name][seed]
-                made[seed] = base_run(directory, run_args) if base and name in SHARED else train_run(
-                    run_args, directory, max_iters[name], f"{name}, seed {seed}",
-                    checkpoint=source_needed(name, seed, root, base, max_iters))
-            runs[name] = [made[seed] for seed in range(args.seeds)]
+            def make(seed, directory):
+                if base and name in SHARED:
+                    return base_run(directory, plan[name][seed])
+                return train_run(plan[name][seed], directory, max_iters[name], f"{name}, seed {seed}",
+                                 checkpoint=source_needed(name, seed, root, base, max_iters))
+            where = {seed: location(name, seed, root, base) for seed in range(args.seeds)}
+            runs[name] = made_free_first(range(args.seeds), where.get, lambda seed: make(seed, where[seed]))
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)

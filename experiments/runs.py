@@ -116,35 +116,42 @@ def claimed(path):
     sharing runs (dev/queue.sh's lanes), never write one run directory at once. No flock on Windows:
     run one copy at a time there."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "a") as lock:  # "a": made once, never written
+    with open(lock_file(path), "a") as lock:  # "a": made once, never written
         if fcntl:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         yield
 
 
+def lock_file(path):
+    """The file whose lock is path's claim: .<name>.lock beside it."""
+    return path.parent / f".{path.name}.lock"
+
+
 def held(path):
     """True while another process holds path's claim (is making that run or report now)."""
-    lock_file = path.parent / f".{path.name}.lock"
-    if not fcntl or not lock_file.exists():
+    lock = lock_file(path)
+    if not fcntl or not lock.exists():
         return False
-    with open(lock_file, "a") as lock:
+    with open(lock, "a") as f:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: taken, and let go on closing
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: taken, and let go on closing
         except BlockingIOError:
             return True
     return False
 
 
-def free_first(items, path):
-    """items, each next one the first whose path (item -> run directory or report) no other process
-    holds now, or when all are held the first: two processes walking one list of runs (the queue's
-    lanes where they meet) make different runs side by side instead of one waiting on each run the
-    other makes. Only for items that do not depend on each other (the seeds of one run)."""
-    left = list(items)
+def made_free_first(items, path, make):
+    """[make(item) for item in items], made in another order: each next the first item whose path
+    (item -> run directory or report) no other process holds now, or when all are held the first.
+    So two processes walking one list of runs (the queue's lanes where they meet) make different runs
+    side by side instead of one waiting on each run the other makes. Only for items that do not
+    depend on each other (the seeds of one run)."""
+    left, made = list(items), {}
     while left:
         item = next((i for i in left if not held(path(i))), left[0])
         left.remove(item)
-        yield item
+        made[item] = make(item)
+    return [made[item] for item in items]
 
 
 def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node=1, checkpoint=False):
@@ -185,11 +192,9 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
             kind == "learned" and "frozen" in kinds and not finished(frozen, settings["max_iters"]))
     runs = {}
     for kind in kinds:  # kind after kind (a frozen run needs its learned source), seeds in any order
-        made = {seed: train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
-                                settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node,
-                                checkpoint=checkpoint(kind, seed))
-                for seed in free_first(range(seeds), lambda seed: run_dir(root, kind, seed))}
-        runs[kind] = [made[seed] for seed in range(seeds)]
+        runs[kind] = made_free_first(range(seeds), lambda seed: run_dir(root, kind, seed), lambda seed: train_run(
+            [*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed), settings["max_iters"],
+            f"{kind}, seed {seed}", nproc_per_node=nproc_per_node, checkpoint=checkpoint(kind, seed)))
     return runs
 
 

@@ -7,7 +7,7 @@ import sys
 import time
 
 from conftest import ROOT
-from experiments.runs import claimed, free_first, held
+from experiments.runs import claimed, held, made_free_first
 
 CHILD = """
 import sys
@@ -20,14 +20,19 @@ with claimed(run):
 """
 
 
+def wait_for(path, process):
+    """Until the child process wrote path (import torch: seconds), or died."""
+    for _ in range(600):
+        if path.exists() or process.poll() is not None:
+            return
+        time.sleep(0.05)
+
+
 def test_a_second_process_waits_for_the_run_then_finds_it(tmp_path):
     run = tmp_path / "runs" / "learned-seed0"
     with claimed(run):
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(run)], cwd=ROOT)
-        for _ in range(600):  # until the child is at the lock (import torch: seconds)
-            if (run.parent / "waiting").exists() or child.poll() is not None:
-                break
-            time.sleep(0.05)
+        wait_for(run.parent / "waiting", child)  # the child is at the lock
         time.sleep(0.5)
         assert not (run.parent / "got").exists()  # held here: the child waits
         run.mkdir()  # the run is made while the lock is held
@@ -45,20 +50,25 @@ with claimed(Path(sys.argv[1])):
 """
 
 
+def made_order(runs):
+    """made_free_first over 4 runs: (the order they were made in, what it returned)."""
+    order = []
+    made = made_free_first(range(4), runs.__getitem__, lambda seed: order.append(seed) or f"run {seed}")
+    return order, made
+
+
 def test_the_runs_another_process_holds_come_last(tmp_path):
     runs = [tmp_path / f"learned-seed{seed}" for seed in range(4)]
-    assert list(free_first(range(4), runs.__getitem__)) == [0, 1, 2, 3]  # none held: the list's order
+    in_order = ([0, 1, 2, 3], ["run 0", "run 1", "run 2", "run 3"])
+    assert made_order(runs) == in_order  # none held: the list's order
     ready = tmp_path / "ready"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(runs[1]), str(ready)], cwd=ROOT)
     try:
-        for _ in range(600):
-            if ready.exists() or holder.poll() is not None:
-                break
-            time.sleep(0.05)
+        wait_for(ready, holder)
         assert ready.exists() and held(runs[1]) and not held(runs[0])
-        assert list(free_first(range(4), runs.__getitem__)) == [0, 2, 3, 1]
+        assert made_order(runs) == ([0, 2, 3, 1], in_order[1])  # made last, returned in its place
     finally:
         holder.kill()
         holder.wait()
     assert not held(runs[1])  # a dead process's claim is gone
-    assert list(free_first(range(4), runs.__getitem__)) == [0, 1, 2, 3]
+    assert made_order(runs) == in_order
