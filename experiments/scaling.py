@@ -230,15 +230,13 @@ def main(argv=None):
         for name in names:
             axis, _, kinds = POINTS[name]
             settings = point_settings(base, name)
-            runs = {}
-            for kind in kinds:
-                todo = [plan[n][0] for n in names for k in POINTS[n][2] for seed in range(args.seeds)
-                        if not finished(run_dir(root / n, k, seed), point_settings(base, n)["max_iters"])]
-                hours = estimate(todo, done)
-                print(f"== {name}: {kind}; {len(todo)} run(s) left" +
-                      (f", at least {hours:.1f} h at the fastest speed measured so far" if hours else ""), flush=True)
-                runs.update(run_all([*train_argv, *point_arguments(name)], settings, [kind], args.seeds, root / name))
-                done += [(plan[name][0], r["wall_s"]) for r in runs[kind]]
+            todo = [plan[n][0] for n in names for k in POINTS[n][2] for seed in range(args.seeds)
+                    if not finished(run_dir(root / n, k, seed), point_settings(base, n)["max_iters"])]
+            hours = estimate(todo, done)
+            print(f"== {name}: {', '.join(kinds)}; {len(todo)} run(s) left" +
+                  (f", at least {hours:.1f} h at the fastest speed measured so far" if hours else ""), flush=True)
+            runs = run_all([*train_argv, *point_arguments(name)], settings, kinds, args.seeds, root / name)
+            done += [(plan[name][0], r["wall_s"]) for rs in runs.values() for r in rs]
             summary = summarize(runs)
             compute, V, share, epochs = plan[name]
             for kind in kinds[1:]:

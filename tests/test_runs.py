@@ -7,7 +7,8 @@ import sys
 import time
 
 from conftest import ROOT
-from experiments.runs import claimed, held, made_free_first
+from experiments import runs as runs_module
+from experiments.runs import claimed, held, made_free_first, run_all, run_dir
 
 CHILD = """
 import sys
@@ -72,3 +73,18 @@ def test_the_runs_another_process_holds_come_last(tmp_path):
         holder.wait()
     assert not held(runs[1])  # a dead process's claim is gone
     assert made_order(runs) == in_order
+
+
+def test_run_all_takes_every_free_run_before_a_held_one_and_frozen_last(tmp_path, monkeypatch):
+    made = []  # the run directories' names, in the order they were made
+
+    def train_run(argv, directory, *args, **kwargs):
+        made.append(directory.name)
+        return directory.name
+    monkeypatch.setattr(runs_module, "run_arguments", lambda settings, kind, seed, root: [])
+    monkeypatch.setattr(runs_module, "train_run", train_run)
+    with claimed(run_dir(tmp_path, "learned", 1)):  # another lane is making learned seed 1
+        runs = run_all([], {"max_iters": 10}, ["learned", "frozen", "binary"], 2, tmp_path)
+    assert made == ["learned-seed0", "binary-seed0", "binary-seed1", "learned-seed1", "frozen-seed0", "frozen-seed1"]
+    assert runs == {kind: [f"{kind}-seed0", f"{kind}-seed1"] for kind in ("learned", "frozen", "binary")}
+    assert list(runs) == ["learned", "frozen", "binary"]

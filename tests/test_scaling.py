@@ -82,7 +82,7 @@ def test_tiny_grid_end_to_end_and_resumes(data_dir, tmp_path, monkeypatch, capsy
             "--lr_decay_iters=4", "--eval_interval=4"]
     scaling.main(argv)
     out = capsys.readouterr().out
-    assert "== base: learned; 14 run(s) left" in out and "h at the fastest speed measured so far" in out
+    assert "== base: learned, binary; 14 run(s) left" in out and "h at the fastest speed measured so far" in out
     results = json.loads((tmp_path / "results" / "scaling.json").read_text())
     rows = results["rows"]
     assert [(r["point"], r["input"]) for r in rows] == [("base", "binary"), ("width-48", "binary"),
