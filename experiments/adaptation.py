@@ -33,7 +33,7 @@ from model import INPUTS
 from tablefree.checkpoint import read_log
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.data import read_meta, split_ids
-from tablefree.device import machine
+from tablefree.device import machine, measured_on
 from tablefree.tokenizer import load_tokenizer
 
 PRETRAIN, KJV, SPELL = (str(ROOT / "config" / f) for f in ("shakespeare.py", "finetune_kjv.py", "sft_spelling.py"))
@@ -115,8 +115,7 @@ def summarize(runs):
 
 def report(command, info, summary, n_words):
     lines = ["# Adaptation: fine-tuning every input on a new domain and a supervised task", "",
-             f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, torch {info['torch']}, "
-             f"finished {info['date']}. Mean ± std over seeds; lower bits/byte is better.", "",
+             measured_on(command, info) + " Mean ± std over seeds; lower bits/byte is better.", "",
              "| input | seeds | " + " | ".join(METRICS.values()) + " |", "|---|---|" + "---|" * len(METRICS)]
     for kind, s in summary.items():
         lines.append(f"| {kind} | {s['seeds']} | " + " | ".join(f"{s[k]:.4f} ± {s[f'{k}_std']:.4f}" for k in METRICS) + " |")

@@ -33,7 +33,7 @@ from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_llama import bench_llama
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
 from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
-from tablefree.device import machine, pick_device, pick_dtype
+from tablefree.device import machine, measured_on, pick_device, pick_dtype
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
             "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare}
@@ -66,8 +66,7 @@ def main(argv=None):
         js = check_output(md.with_suffix(".json"), "--out")
     info = machine()
     command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
-    measured = f"`{command}` on {info['cpu']} ({info['threads']} threads), GPU: {info['gpu']}, device {args.device}, " \
-               f"torch {info['torch']}, Python {info['python']}, {info['date']}."
+    measured = f"{measured_on(command, info)} Device {args.device}, Python {info['python']}."
     sections, results = earlier_report(md, js)
     bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
     for name in bar:

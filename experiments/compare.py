@@ -25,7 +25,7 @@ from experiments.runs import (ROOT, probe_run, probed, pyplot, results_files, ru
                               train_settings)
 from model import BODIES, INPUTS
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
-from tablefree.device import machine
+from tablefree.device import machine, measured_on
 
 PRESETS = {"cpu": "experiments/config/compare_cpu.py", "gpu": "config/binary.py"}  # in the checkout
 KINDS = (*INPUTS, "binary+ternary")  # every input with the float body, and the ternary body's cost
@@ -34,8 +34,7 @@ KINDS = (*INPUTS, "binary+ternary")  # every input with the float body, and the 
 def report(name, command, machine, summary):
     """The results table in Markdown."""
     lines = [f"# {name}: {' vs '.join(summary)} inputs", "",
-             f"`{command}` on {machine['cpu']} ({machine['threads']} threads), GPU: {machine['gpu']}, torch "
-             f"{machine['torch']}, finished {machine['date']}.", "",
+             measured_on(command, machine), "",
              "| input | seeds | val loss (mean ± std) | val bits/byte (mean ± std) | val ppl (mean ± std) | "
              "seed spread | trainable params | input params | tokens per run | wall time per run |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -27,7 +27,7 @@ from experiments.runs import (ROOT, claimed, finished, mean_std, results_files, 
                               train_run, train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
-from tablefree.device import machine
+from tablefree.device import machine, measured_on
 
 BASE = [str(ROOT / "experiments" / "config" / f) for f in ("compare_cpu.py", "scaling_cpu.py")] + ["--dataset=cpu-mix-8k"]
 NEW_TOKENS, NEW_ROWS, ADAPT_STEPS = (64, 512, 2048), ("mean", "random"), (0, 200)
@@ -127,11 +127,10 @@ def report(command, info, summary, kinds):
         return rows + [""]
 
     lines = ["# Adding words at V = 8,192: every input, 64 to 2,048 new tokens", "",
-             f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, finished {info['date']}. "
-             "Held-out bits per byte before and after adding the words, mean (± std) over seeds; the protocol: "
-             "tools/extend.py's docstring. Table rows: how a learned table's new rows start (random: learned alone; "
-             "the other inputs have no table, so theirs would be the mean cells' numbers again). Binary and affine "
-             "code with one extra bit (their new ids have codes of their own).", ""]
+             measured_on(command, info) + " Held-out bits per byte before and after adding the words, mean "
+             "(± std) over seeds; the protocol: tools/extend.py's docstring. Table rows: how a learned table's new "
+             "rows start (random: learned alone; the other inputs have no table, so theirs would be the mean cells' "
+             "numbers again). Binary and affine code with one extra bit (their new ids have codes of their own).", ""]
     lines += grid("Relative change of held-out bits per byte:",
                   lambda s: f"{100 * s['change']:+.2f}% ± {100 * s['change_std']:.2f}%")
     lines += grid("Held-out bits per byte, before -> after:", lambda s: f"{s['before']:.4f} -> {s['after']:.4f}")

@@ -34,7 +34,7 @@ from experiments.runs import (ROOT, difference, finished, made_free_first, mean_
                               run_size, train_run, train_settings)
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.data import read_meta
-from tablefree.device import machine
+from tablefree.device import machine, measured_on
 
 PRESET = str(ROOT / "experiments" / "config" / "compare_cpu.py")
 
@@ -158,10 +158,9 @@ def answers(summary):
 
 def report(command, info, summary):
     lines = ["# Fair comparisons at the CPU preset: equal compute, equal input parameters, the table's own rate", "",
-             f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, finished {info['date']}. "
-             "Mean ± std over seeds; compute: training FLOPs (a frozen run's with its codes' source's), and in units of "
-             "the base learned run; gap: val bits/byte minus the base learned run's, with the standard error of the "
-             "difference.", "",
+             measured_on(command, info) + " Mean ± std over seeds; compute: training FLOPs (a frozen run's with its "
+             "codes' source's), and in units of the base learned run; gap: val bits/byte minus the base learned "
+             "run's, with the standard error of the difference.", "",
              "| run | part | input | trainable input params | FLOPs | compute | seeds | val bits/byte | gap to learned |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, s in summary.items():

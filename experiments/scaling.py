@@ -32,7 +32,7 @@ from experiments.runs import (ROOT, finished, gap, pyplot, results_files, run_al
                               train_settings)
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.data import read_meta
-from tablefree.device import machine
+from tablefree.device import machine, measured_on
 
 BASE = "experiments/config/compare_cpu.py,experiments/config/scaling_cpu.py"  # the CPU preset, then what the grid changes
 POINTS = {  # name: (axis, change to the base, inputs); cheap points first, so early results are useful
@@ -135,9 +135,9 @@ def analyse(rows, papers):
 
 def report(command, info, rows, fits, papers, base_files):
     lines = ["# Scaling: the learned table's advantage against model width, depth, tokens, vocabulary and learning rate", "",
-             f"`{command}` on {info['cpu']} ({info['threads']} threads), torch {info['torch']}, {info['date']}. "
-             f"Base: `{base_files}`; one change per point. gap = input's val bits/byte - learned's (mean over seeds; "
-             f"positive: the learned table is better), ± the standard error of the difference.", "",
+             measured_on(command, info) + f" Base: `{base_files}`; one change per point. gap = input's val "
+             "bits/byte - learned's (mean over seeds; positive: the learned table is better), ± the standard error "
+             "of the difference.", "",
              "| point | axis | layers x n_embd | V | tokens (epochs) | lr | compute (FLOPs) | table share | "
              "trainable input params, learned / input | seeds | learned bits/byte | input | input bits/byte | "
              "gap (bits/byte) | gap (nats/token) |", "|" + "---|" * 15]

@@ -65,6 +65,13 @@ def machine():
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
 
 
+def measured_on(command, info):
+    """A results file's first words: the command, and the machine() it ran on."""
+    threads = f"{info['threads']} thread{'s' if info['threads'] > 1 else ''}"
+    gpu = f", GPU: {info['gpu']}" if info["gpu"] else ""
+    return f"`{command}` on {info['cpu']} ({threads}){gpu}, torch {info['torch']}, finished {info['date']}."
+
+
 def cpu_name():
     """The CPU's model name (Linux's /proc/cpuinfo), else what platform knows: 'AMD EPYC', 'x86_64'."""
     try:

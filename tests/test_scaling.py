@@ -60,7 +60,7 @@ def test_the_table_has_compute_and_both_inputs_trainable_parameters():
            "tokens": 2457600, "epochs": 0.6, "lr": 2e-3, "compute": 6.1e13, "share": 0.04, "seeds": 3,
            "learned_bpb": 1.9, "bpb": 1.95, "gap": 0.05, "stderr": 0.01, "loss_gap": 0.09, "loss_stderr": 0.02,
            "summaries": summaries}
-    info = {"cpu": "x", "threads": 1, "torch": "2", "date": "d"}
+    info = {"cpu": "x", "threads": 1, "gpu": None, "torch": "2", "date": "d"}
     table = scaling.report("python -m experiments.scaling", info, [row], {}, 5e19, "base.py")
     assert ("| depth-12 | depth | 12 x 160 | 1,024 | 2.46M (0.6) | 0.002 | 6.10e+13 | 4.0% | 163,840 / 0 | 3 | "
             "1.9000 | binary | 1.9500 | +0.0500 ± 0.0100 | +0.0900 ± 0.0200 |") in table

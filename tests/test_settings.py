@@ -7,7 +7,7 @@ import train
 from conftest import ROOT
 from tablefree.common import UserError
 from tablefree.configurator import resolve, script_settings
-from tablefree.device import pick_device, pick_dtype
+from tablefree.device import measured_on, pick_device, pick_dtype
 
 DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
 
@@ -77,6 +77,13 @@ def test_device_and_dtype_choices():
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="device 'cuda:1' is not available on this machine; use 'cpu' or 'auto'"):
             pick_device("cuda:1")
+
+
+def test_a_results_file_says_where_it_was_measured():
+    info = {"cpu": "AMD EPYC", "threads": 1, "gpu": None, "torch": "2.13.0+cpu", "date": "2026-12-02 15:00 UTC"}
+    assert measured_on("python -m experiments.scaling", info) == \
+        "`python -m experiments.scaling` on AMD EPYC (1 thread), torch 2.13.0+cpu, finished 2026-12-02 15:00 UTC."
+    assert measured_on("c", {**info, "threads": 16, "gpu": "NVIDIA H200"}).startswith("`c` on AMD EPYC (16 threads), GPU: NVIDIA H200,")
 
 
 def test_train_py_defaults_read_from_its_source():
