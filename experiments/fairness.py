@@ -203,13 +203,14 @@ def main(argv=None):
               f"base learned runs of compute (the CPU preset's run: 5-9 minutes on 2 cores)", flush=True)
         runs = {}
         for name in names:  # name after name (a frozen run needs its source), seeds in any order
-            def make(seed, directory):
-                if base and name in SHARED:
-                    return base_run(directory, plan[name][seed])
-                return train_run(plan[name][seed], directory, max_iters[name], f"{name}, seed {seed}",
-                                 checkpoint=source_needed(name, seed, root, base, max_iters))
             where = {seed: location(name, seed, root, base) for seed in range(args.seeds)}
-            runs[name] = made_free_first(range(args.seeds), where.get, lambda seed: make(seed, where[seed]))
+
+            def make(seed):
+                if base and name in SHARED:
+                    return base_run(where[seed], plan[name][seed])
+                return train_run(plan[name][seed], where[seed], max_iters[name], f"{name}, seed {seed}",
+                                 checkpoint=source_needed(name, seed, root, base, max_iters))
+            runs[name] = made_free_first(range(args.seeds), where.get, make)
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)

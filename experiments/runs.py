@@ -186,10 +186,13 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
     argv: train.py's arguments shared by every run (config files, --key=value); settings: what
     they resolve to (train_settings); needed(directory): the caller will need that run's checkpoint
     (as a frozen run not yet trained needs its learned source's)."""
+    def frozen(kind):  # 'frozen' or 'frozen+ternary': its codes come from the learned run
+        return kind.partition("+")[0] == "frozen"
+
     def make(run):
         kind, seed = run
-        source_needed = kind == "learned" and "frozen" in kinds and not finished(
-            run_dir(root, "frozen", seed), settings["max_iters"])
+        source_needed = kind == "learned" and any(
+            frozen(k) and not finished(run_dir(root, k, seed), settings["max_iters"]) for k in kinds)
         return train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
                          settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node,
                          checkpoint=needed(run_dir(root, kind, seed)) or source_needed)
@@ -199,7 +202,7 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
 
     # any order but one: a frozen run after its learned source. So the others are one list (two
     # processes sharing it never wait on each other's last seed of a kind), then frozen's.
-    later = [(kind, seed) for kind in kinds if kind.partition("+")[0] == "frozen" for seed in range(seeds)]
+    later = [(kind, seed) for kind in kinds if frozen(kind) for seed in range(seeds)]
     first = [(kind, seed) for kind in kinds for seed in range(seeds) if (kind, seed) not in later]
     made = dict(zip(first + later, made_free_first(first, path, make) + made_free_first(later, path, make)))
     return {kind: [made[kind, seed] for seed in range(seeds)] for kind in kinds}
