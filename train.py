@@ -94,7 +94,7 @@ device = "auto"  # 'auto' picks cuda, then mps, then cpu; or e.g. 'cuda:1'
 dtype = "auto"  # 'auto': bfloat16 on GPUs that support it (float16 otherwise), float32 elsewhere
 compile = True  # torch.compile the model
 seed = 1337  # initial weights, batches and dropout all follow from it
-nonfinite = "stop"  # a non-finite training loss: 'stop' with an error, or 'skip' the update
+nonfinite = "stop"  # a non-finite training loss or gradient: 'stop' with an error, or 'skip' the update
 peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (none on CPU)
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
@@ -302,14 +302,16 @@ def train(settings, given=None):
             loss_sum += loss.detach()
         if ddp:
             dist.all_reduce(loss_sum)  # every rank takes the same decision below
-        if torch.isfinite(loss_sum):  # one sync per step: a poisoned update never reaches the weights
-            if s.grad_clip:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+        # a finite loss can still give an overflowed gradient (a 12-layer binary run did: docs/not-done.md),
+        # so the norm is checked with it, in the same one sync per step: a poisoned update never reaches
+        # the weights. With fp16 the scaler skips an overflowed gradient itself and lowers its scale.
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip or math.inf)  # scales by 1 if 0
+        if torch.isfinite(loss_sum) and (scaler.is_enabled() or torch.isfinite(norm)):
             scaler.step(optimizer)
             scaler.update()
         else:
-            skip_nonfinite(s.nonfinite, loss_sum.item(), iter_num, log)
+            skip_nonfinite(s.nonfinite, loss_sum.item() / s.gradient_accumulation_steps, norm.item(), iter_num, log)
         optimizer.zero_grad(set_to_none=True)
         iter_num += 1
         progress.update()
@@ -367,14 +369,14 @@ def require_finite_val(val_loss, iter_num):
                         f"learning_rate or resume from the last good checkpoint")
 
 
-def skip_nonfinite(policy, loss, iter_num, log):
-    """A step whose loss is not finite: stop with an error, or log that its update was skipped."""
+def skip_nonfinite(policy, loss, norm, iter_num, log):
+    """A step whose loss or gradient norm is not finite: stop with an error, or log that its update
+    was skipped."""
+    what = f"training loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {norm} (loss {loss:.4f})"
     if policy == "stop":
-        raise UserError(f"training loss is {loss} at step {iter_num}; stopped before updating the "
-                        f"weights, the last checkpoint is untouched; lower learning_rate, or resume "
-                        f"with --nonfinite=skip")
-    log({"iter": iter_num + 1, "skipped": f"non-finite loss {loss}"},
-        f"step {iter_num}: skipped, the training loss is {loss}")
+        raise UserError(f"{what} at step {iter_num}; stopped before updating the weights, the last "
+                        f"checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
+    log({"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
 
 
 def rank_checksums(model, world):

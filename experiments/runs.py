@@ -85,7 +85,8 @@ def read_run(directory):
             "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
             "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals],
             "norms": [[r["iter"], r["norms"]] for r in evals if r.get("norms")],  # logged since 2026-12-01
-            "code_quality": config.get("code_quality")}
+            "code_quality": config.get("code_quality"),
+            "skipped": [r["iter"] - 1 for r in log if "skipped" in r]}  # steps not applied (--nonfinite=skip)
 
 
 def finished(directory, max_iters):
@@ -284,6 +285,7 @@ def summarize(runs):
             "spread": (max(r["val_ppl"] for r in rs) - min(r["val_ppl"] for r in rs)) / ppl,
             "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
             "wall_s": statistics.mean(r["wall_s"] for r in rs),
+            "skipped": [r["skipped"] for r in rs],  # per seed, the steps whose update was skipped
         }
         if all(r.get("norms") for r in rs):  # {part: [mean norm at the first evaluation, at the last]}, over seeds
             summary[kind]["norms"] = {part: [statistics.mean(r["norms"][i][1][part]["mean"] for r in rs) for i in (0, -1)]

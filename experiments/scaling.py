@@ -147,6 +147,10 @@ def report(command, info, rows, fits, papers, base_files):
                      f"{r['lr']:g} | {r['compute']:.2e} | {100 * r['share']:.1f}% | {params} | {r['seeds']} | "
                      f"{r['learned_bpb']:.4f} | {r['input']} | {r['bpb']:.4f} | {r['gap']:+.4f} ± {r['stderr']:.4f} | "
                      f"{r['loss_gap']:+.4f} ± {r['loss_stderr']:.4f} |")
+    skips = [f"{r['point']} {kind} seed {seed}: step {', '.join(map(str, steps))}" for r in rows
+             for kind in ("learned", r["input"]) for seed, steps in enumerate(r["summaries"][kind]["skipped"]) if steps]
+    if skips:  # train.py --nonfinite=skip (experiments/config/scaling_cpu.py): each a step of max_iters not applied
+        lines += ["", f"Updates skipped for a non-finite loss or gradient (`--nonfinite=skip`): {'; '.join(skips)}."]
     lines += ["", f"Fits (binary vs learned, gap = a + b log10 C, weighted by 1 / stderr^2, and where every gap is "
               f"positive a power law; see scaling.analyse); the papers' compute "
               f"C = {papers:.2e} FLOPs (config/binary.py: 32 layers, n_embd 1024, V = 65,536, 17B tokens):", ""]

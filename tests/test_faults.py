@@ -23,6 +23,7 @@ import torch
 
 import train
 from conftest import TINY
+from experiments.runs import read_run
 from model import GPT
 from tablefree.checkpoint import load_checkpoint, read_log
 from tablefree.common import UserError
@@ -156,10 +157,11 @@ def test_kill_9_at_random_moments(data_dir, reference, tmp_path):
 
 
 class PoisonAt:
-    """Wraps GPT.forward so that the training loss of one step is NaN."""
+    """Wraps GPT.forward so that one step's training loss is NaN, or (gradient=True) its loss is
+    finite and the head's gradient NaN, as an overflow in the backward pass leaves it."""
 
-    def __init__(self, monkeypatch, step, accum=2):
-        self.calls, self.step, self.accum, self.forward = 0, step, accum, GPT.forward
+    def __init__(self, monkeypatch, step, accum=2, gradient=False):
+        self.calls, self.step, self.accum, self.gradient, self.forward = 0, step, accum, gradient, GPT.forward
         monkeypatch.setattr(GPT, "forward", self)
 
     def __get__(self, model, owner):
@@ -169,7 +171,11 @@ class PoisonAt:
         logits, loss = self.forward(model, idx, targets, cache)
         if model.training:
             self.calls += 1
-            if (self.calls - 1) // self.accum == self.step:
+            if (self.calls - 1) // self.accum == self.step and self.gradient:
+                head = model.lm_head.weight * 1.0
+                head.register_hook(lambda grad: grad * float("nan"))
+                loss = loss + (head * 0).sum()  # adds 0 to the loss, NaN to the head's gradient
+            elif (self.calls - 1) // self.accum == self.step:
                 loss = loss * float("nan")
         return logits, loss
 
@@ -193,6 +199,21 @@ def test_nonfinite_loss_can_skip_the_step(data_dir, tmp_path, monkeypatch):
     assert [r["iter"] for r in log if "skipped" in r] == [6]
     ckpt = load_checkpoint(tmp_path)
     assert ckpt["iter_num"] == 12 and all(torch.isfinite(w).all() for w in ckpt["model"].values())
+
+
+@pytest.mark.parametrize("policy", ["stop", "skip"])
+def test_nonfinite_gradient_of_a_finite_loss_stops_or_skips(data_dir, tmp_path, monkeypatch, policy):
+    PoisonAt(monkeypatch, step=5, gradient=True)
+    if policy == "stop":
+        with pytest.raises(UserError, match=r"gradient norm is nan \(loss [5-6]\.\d{4}\) at step 5; stopped before"):
+            run_in_process(data_dir, tmp_path)
+    else:
+        run_in_process(data_dir, tmp_path, "--nonfinite=skip")
+        assert [r["iter"] for r in read_log(tmp_path / "log.jsonl") if "skipped" in r] == [6]
+        assert read_run(tmp_path)["skipped"] == [5]  # what the studies' reports list
+    ckpt = load_checkpoint(tmp_path)  # the checkpoint before the step, or the run's end: never poisoned
+    assert ckpt["iter_num"] == {"stop": 4, "skip": 12}[policy]
+    assert all(torch.isfinite(w).all() for w in ckpt["model"].values())
 
 
 @pytest.fixture

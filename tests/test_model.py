@@ -194,3 +194,21 @@ def test_the_input_gets_its_own_learning_rate_and_nothing_else_changes(kind):
             assert torch.allclose(p - start[name], 0.25 * (q - start[name]), rtol=1e-3, atol=1e-8), name  # float32 ulps
         else:
             assert torch.equal(p, q), name  # every other weight took exactly the same step
+
+
+def test_layernorm_cannot_tell_the_two_constant_binary_codes_apart():
+    """docs/inputs.md: with V = 2^K, ids 0 and V - 1 (every bit 0, every bit 1) are constant vectors,
+    which each block's first LayerNorm maps to zero, so the model cannot tell them apart (±1 values
+    do not help); a learned table keeps them apart. If the norms change, this test says the docs must."""
+    logits = {}
+    for kind, values in (("binary", "01"), ("binary", "pm1"), ("learned", "01")):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, input=kind,
+                              code_values=values))
+        ids = torch.randint(1, 63, (2, 16))
+        ids[:, [0, 7]] = 0
+        other = ids.masked_fill(ids == 0, 63)  # the same text with the all-ones token in place of id 0
+        logits[kind, values] = [model(x, all_positions=True)[0] for x in (ids, other)]
+    for same in (("binary", "01"), ("binary", "pm1")):
+        torch.testing.assert_close(*logits[same], rtol=0, atol=1e-4)  # float rounding only
+    assert (logits["learned", "01"][0] - logits["learned", "01"][1]).abs().max() > 1e-2

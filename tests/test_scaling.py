@@ -55,7 +55,8 @@ def test_each_input_at_its_best_learning_rate():
 
 
 def test_the_table_has_compute_and_both_inputs_trainable_parameters():
-    summaries = {"learned": {"input_params": 163840}, "binary": {"input_params": 0}}
+    summaries = {"learned": {"input_params": 163840, "skipped": [[], [], []]},
+                 "binary": {"input_params": 0, "skipped": [[], [1055], [346, 641]]}}
     row = {"point": "depth-12", "axis": "depth", "input": "binary", "n_layer": 12, "n_embd": 160, "V": 1024,
            "tokens": 2457600, "epochs": 0.6, "lr": 2e-3, "compute": 6.1e13, "share": 0.04, "seeds": 3,
            "learned_bpb": 1.9, "bpb": 1.95, "gap": 0.05, "stderr": 0.01, "loss_gap": 0.09, "loss_stderr": 0.02,
@@ -64,6 +65,8 @@ def test_the_table_has_compute_and_both_inputs_trainable_parameters():
     table = scaling.report("python -m experiments.scaling", info, [row], {}, 5e19, "base.py")
     assert ("| depth-12 | depth | 12 x 160 | 1,024 | 2.46M (0.6) | 0.002 | 6.10e+13 | 4.0% | 163,840 / 0 | 3 | "
             "1.9000 | binary | 1.9500 | +0.0500 ± 0.0100 | +0.0900 ± 0.0200 |") in table
+    assert ("Updates skipped for a non-finite loss or gradient (`--nonfinite=skip`): depth-12 binary seed 1: "
+            "step 1055; depth-12 binary seed 2: step 346, 641.") in table
     header = next(line for line in table.splitlines() if line.startswith("| point"))
     assert header.count("|") == table.splitlines()[table.splitlines().index(header) + 1].count("|") == 16
 
