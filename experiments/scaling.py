@@ -183,11 +183,13 @@ def plot(rows, path):
     plt = pyplot()
     if plt is None:
         return
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    sweep = any(r["axis"] == "lr" for r in rows)  # a grid without the lr sweep has no third panel
+    fig, axes = plt.subplots(1, 2 + sweep, figsize=(5 * (2 + sweep), 4.2))
     trends = tuple(a for a in AXES if a != "lr")  # the lr sweep sits at one compute and one share
     panels = [(axes[0], "compute", "training compute (FLOPs)", trends, "log"),
-              (axes[1], "share", "table share of learned's parameters", trends, "linear"),
-              (axes[2], "lr", "learning rate (base point)", ("lr",), "log")]
+              (axes[1], "share", "table share of learned's parameters", trends, "linear")]
+    if sweep:
+        panels.append((axes[2], "lr", "learning rate (base point)", ("lr",), "log"))
     for ax, key, label, lines, scale in panels:
         for axis in lines:
             for kind, marker in (("binary", "o-"), ("affine", "s")):
@@ -202,8 +204,7 @@ def plot(rows, path):
             ax.set_xticks(swept, [f"{lr:g}" for lr in swept], minor=False)
             ax.minorticks_off()
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:  # (a grid without an lr sweep leaves its panel empty)
-            ax.legend(fontsize=7)
+        ax.legend(fontsize=7)
     fig.suptitle("fixed code minus learned table, ± 2 standard errors (each axis through the base point)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
