@@ -22,15 +22,17 @@ $py prepare.py --quiet                                                  # tiny S
 $py prepare.py --dataset shakespeare-plays --quiet                      # the CPU comparison's
 $py prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024 --quiet   # the scaling study's
 $py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet
-# Issue 30's scaling points (the width axis' third seed, the depth axis): lane a from width 384 on, lane b
-# from depth 12 back after the fairness study, so the two meet in the middle; then the rest of the grid in
-# lane b. A lane's partial report goes to out-queue/, the whole grid's to results/ at the end.
+# The scaling grid's third seed: issue 30's points (width, depth) first, done 2026-12-02; then the
+# vocab, lr and tokens points, the two lanes taking the list from opposite ends (a point both reach
+# is shared run by run: experiments/runs.py's made_free_first). A lane's partial report goes to
+# out-queue/, the whole grid's to results/ at the end.
 partial() { $py -m experiments.scaling --points "$1" --results_dir "out-queue/scaling-$2"; }
 export OMP_NUM_THREADS=1
 ( set -e
   $py -m experiments.extension                                         # issue 29: adding words at V = 8,192
   partial width-384 a1
-  partial base,width-64,depth-3,depth-12 a2 ) > out-queue/lane-a 2>&1 &
+  partial base,width-64,depth-3,depth-12 a2
+  partial tokens-4x,tokens-2x,lr-8e-3,lr-4e-3,lr-1e-3,vocab-8k a3 ) > out-queue/lane-a 2>&1 &
 lane_a=$!
 ( set -e
   $py -m experiments.extension --inputs frozen,kronecker,affine --results_dir out-queue/extension-b  # lane a's last models, first
