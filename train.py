@@ -302,12 +302,13 @@ def train(settings, given=None):
             loss_sum += loss.detach()
         if ddp:
             dist.all_reduce(loss_sum)  # every rank takes the same decision below
-        # a finite loss can still give an overflowed gradient (a 12-layer binary run did: docs/not-done.md),
-        # so the norm is checked with it, in the same one sync per step: a poisoned update never reaches
-        # the weights. With fp16 the scaler skips an overflowed gradient itself and lowers its scale.
+        # a finite loss can still give an overflowed gradient (a 12-layer binary run did: docs/inputs.md),
+        # so the norm (the same on every rank: DDP has averaged the gradients) is checked with it, in one
+        # sync per step: a poisoned update never reaches the weights. With fp16 the scaler skips an
+        # overflowed gradient itself and lowers its scale.
         scaler.unscale_(optimizer)
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip or math.inf)  # scales by 1 if 0
-        if torch.isfinite(loss_sum) and (scaler.is_enabled() or torch.isfinite(norm)):
+        if torch.isfinite(loss_sum) & (torch.isfinite(norm) | scaler.is_enabled()):
             scaler.step(optimizer)
             scaler.update()
         else:

@@ -171,11 +171,13 @@ class PoisonAt:
         logits, loss = self.forward(model, idx, targets, cache)
         if model.training:
             self.calls += 1
-            if (self.calls - 1) // self.accum == self.step and self.gradient:
+            if (self.calls - 1) // self.accum != self.step:
+                pass
+            elif self.gradient:
                 head = model.lm_head.weight * 1.0
                 head.register_hook(lambda grad: grad * float("nan"))
                 loss = loss + (head * 0).sum()  # adds 0 to the loss, NaN to the head's gradient
-            elif (self.calls - 1) // self.accum == self.step:
+            else:
                 loss = loss * float("nan")
         return logits, loss
 

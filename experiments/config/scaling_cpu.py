@@ -16,6 +16,6 @@ eval_interval = 200  # fewer, larger evaluations: the val split is 0.55M tokens
 eval_iters = 40
 log_interval = 100
 # At 12 layers a binary run's gradient overflows on the rare step whose batch starts a row with the
-# all-ones code (id V - 1; docs/not-done.md): skip that step, as the log and results/scaling.md say.
+# all-ones code (id V - 1; docs/inputs.md): skip that step, as the log and results/scaling.md say.
 # A run without such a step is the same with 'stop' or 'skip', so the runs before this line are unchanged.
 nonfinite = "skip"
