@@ -307,7 +307,8 @@ def train(settings, given=None):
         # sync per step: a poisoned update never reaches the weights. With fp16 the scaler skips an
         # overflowed gradient itself and lowers its scale.
         scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip or math.inf)  # scales by 1 if 0
+        norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip) if s.grad_clip else
+                torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
         if torch.isfinite(loss_sum) & (torch.isfinite(norm) | scaler.is_enabled()):
             scaler.step(optimizer)
             scaler.update()

@@ -171,15 +171,16 @@ class PoisonAt:
         logits, loss = self.forward(model, idx, targets, cache)
         if model.training:
             self.calls += 1
-            if (self.calls - 1) // self.accum != self.step:
-                pass
-            elif self.gradient:
-                head = model.lm_head.weight * 1.0
-                head.register_hook(lambda grad: grad * float("nan"))
-                loss = loss + (head * 0).sum()  # adds 0 to the loss, NaN to the head's gradient
-            else:
-                loss = loss * float("nan")
+            if (self.calls - 1) // self.accum == self.step:
+                loss = nan_gradient(model, loss) if self.gradient else loss * float("nan")
         return logits, loss
+
+
+def nan_gradient(model, loss):
+    """The same loss, with a NaN gradient for the head: what an overflow in the backward pass leaves."""
+    head = model.lm_head.weight * 1.0
+    head.register_hook(lambda grad: grad * float("nan"))
+    return loss + (head * 0).sum()  # adds 0 to the loss
 
 
 def run_in_process(data_dir, out_dir, *extra):
@@ -204,13 +205,14 @@ def test_nonfinite_loss_can_skip_the_step(data_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("policy", ["stop", "skip"])
-def test_nonfinite_gradient_of_a_finite_loss_stops_or_skips(data_dir, tmp_path, monkeypatch, policy):
+@pytest.mark.parametrize("grad_clip", ["1.0", "0"])  # the norm with clipping, or only measured
+def test_nonfinite_gradient_of_a_finite_loss_stops_or_skips(data_dir, tmp_path, monkeypatch, policy, grad_clip):
     PoisonAt(monkeypatch, step=5, gradient=True)
     if policy == "stop":
         with pytest.raises(UserError, match=r"gradient norm is nan \(loss [5-6]\.\d{4}\) at step 5; stopped before"):
-            run_in_process(data_dir, tmp_path)
+            run_in_process(data_dir, tmp_path, f"--grad_clip={grad_clip}")
     else:
-        run_in_process(data_dir, tmp_path, "--nonfinite=skip")
+        run_in_process(data_dir, tmp_path, f"--grad_clip={grad_clip}", "--nonfinite=skip")
         assert [r["iter"] for r in read_log(tmp_path / "log.jsonl") if "skipped" in r] == [6]
         assert read_run(tmp_path)["skipped"] == [5]  # what the studies' reports list
     ckpt = load_checkpoint(tmp_path)  # the checkpoint before the step, or the run's end: never poisoned
