@@ -71,22 +71,31 @@ def gf2_rank(rows: list[int]) -> int:
 
 
 def random_affine(bits: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A uniformly random A in GL(K, 2) and shift b in {0,1}^K, reproducible from `seed`.
+    """A random A in GL(K, 2) with A 1 = 1, and b = 0 or 1 (all zeros or all ones), from `seed`.
 
-    Draws A with i.i.d. fair bits and rejects singular draws (rank < K over GF(2)), which
-    samples GL(K, 2) uniformly; about 29% of draws are kept for any K.
+    A 1 = 1 and a constant b send the two constant codes (ids 0 and 2^K - 1) to the two constant
+    codes and every other code to a non-constant one, so the ids that enter the model as a
+    constant vector are the same as for 'binary', and the tokenizer leaves both unused
+    (tokenizer.reserved_ids; docs/inputs.md). A 1 = 1 says each row has an odd number of ones:
+    each row is K - 1 fair bits and a last bit that makes the count odd, and singular draws
+    (rank < K over GF(2)) are rejected, which samples such A uniformly.
     Returns A: uint8 (K, K) and b: uint8 (K,), on the current default device.
     """
     rng = random.Random(seed)
     while True:
-        rows = [rng.getrandbits(bits) for _ in range(bits)]
+        rows = [odd_row(rng.getrandbits(bits)) for _ in range(bits)]
         if gf2_rank(rows) == bits:
             break
-    shift = rng.getrandbits(bits)
+    shift = (1 << bits) - 1 if rng.getrandbits(1) else 0
     A = torch.tensor([[(row >> (bits - 1 - j)) & 1 for j in range(bits)] for row in rows],
                      dtype=torch.uint8)
     b = torch.tensor([(shift >> (bits - 1 - j)) & 1 for j in range(bits)], dtype=torch.uint8)
     return A, b
+
+
+def odd_row(row: int) -> int:
+    """row with its lowest bit set so that its number of ones is odd (the other bits kept)."""
+    return row ^ (bin(row).count("1") % 2 == 0)
 
 
 def parity(x: torch.Tensor) -> torch.Tensor:
@@ -108,6 +117,21 @@ def affine_code(idx: torch.Tensor, A: torch.Tensor, b: torch.Tensor) -> torch.Te
     row_masks = A.long() @ weights  # (K,) m_i = sum_j A_ij 2^(K-1-j)
     products = idx.long().unsqueeze(-1) & row_masks  # (..., K)
     return (parity(products) ^ b.long()).to(torch.uint8)  # (..., K)
+
+
+def constant_ids(code, vocab_size: int, chunk: int = 1 << 16) -> torch.Tensor:
+    """The ids in [0, V) whose code is all zeros or all ones: int64 (N,).
+
+    Lifted (every bit copied to at least one dimension) such a code is a constant vector, which
+    LayerNorm maps to 0: the model cannot see the token, and at a row's first position the
+    residual stays constant through every block while each norm's backward multiplies the
+    gradient by 1 / sqrt(eps), which overflows in a deep model (docs/inputs.md).
+    code: ids (N,) -> 0/1 (N, K), e.g. a fixed-code input's `code`; read `chunk` ids at a time."""
+    found = []
+    for ids in torch.arange(vocab_size).split(chunk):
+        bits = code(ids)  # (chunk, K)
+        found.append(ids[bits.amin(dim=-1) == bits.amax(dim=-1)])
+    return torch.cat(found)
 
 
 def lift_index(bits: int, n_embd: int, mode: str = "tile") -> torch.Tensor:

@@ -30,9 +30,10 @@ from tqdm import tqdm
 
 from tablefree.common import DATASET_FILES, ArgumentParser, UserError, check_output, replace_folder, require, user_errors
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
-from tablefree.data import read_meta
+from tablefree.data import read_meta, token_counts
 from tablefree.sft import describe_bad, write_sft
-from tablefree.tokenizer import GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, save_ranks, train_bpe
+from tablefree.tokenizer import (GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, reserved_ids, save_ranks,
+                                 train_bpe)
 
 BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
 
@@ -134,11 +135,8 @@ def build_tokenizer(args, stream, directory):
     try:
         if args.tokenizer == "bpe":
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
-            ranks, pattern = train_bpe(train_texts(args, stream), args.vocab_size, not args.quiet), GPT2_PATTERN
-            eot_id = len(ranks)
-            if eot_id + 1 < args.vocab_size:  # the text has fewer distinct pairs than merges asked for
-                raise UserError(f"the training text gives only {eot_id + 1:,} BPE tokens, not --vocab_size "
-                                f"{args.vocab_size:,}; give --vocab_size {eot_id + 1} or more text")
+            ranks, eot_id = train_bpe(train_texts(args, stream), args.vocab_size, not args.quiet)
+            pattern = GPT2_PATTERN
         elif args.tokenizer in ("gpt2", "r50k_base"):  # has a verified offline source
             ranks = parse_ranks(fetch_source("gpt2.tiktoken", Path(args.out_dir) / "_sources")[0].read_bytes())
             pattern, eot_id = GPT2_PATTERN, len(ranks)  # <|endoftext|> follows the 50,256 ranks
@@ -147,8 +145,9 @@ def build_tokenizer(args, stream, directory):
     except (ValueError, RuntimeError) as e:
         raise UserError(str(e)) from None
     save_ranks(ranks, directory / "tokenizer.tiktoken")
-    info = {"name": args.tokenizer, "file": "tokenizer.tiktoken", "pattern": pattern,
-            "eot_id": eot_id, "vocab_size": max(eot_id, len(ranks) - 1) + 1}
+    V = args.vocab_size if args.tokenizer == "bpe" else max(eot_id, len(ranks) - 1) + 1  # a BPE's V counts reserved_ids
+    info = {"name": args.tokenizer, "file": "tokenizer.tiktoken", "pattern": pattern, "eot_id": eot_id,
+            "vocab_size": V, "reserved_ids": reserved_ids(V) if args.tokenizer == "bpe" else []}
     return info, ranks
 
 
@@ -255,10 +254,15 @@ def build_sft(args, directory, settings, started):
 
 
 def write_meta(directory, about, info, dtype, splits, settings, started):
-    """Write directory/meta.json (what the data is, its tokenizer, ids and splits); return it."""
+    """Write directory/meta.json (what the data is, its tokenizer, ids and splits) and counts.npy
+    (how often each id occurs in each split: int64 (2, V), rows train and val, which train.py's
+    check of the fixed codes reads instead of scanning the bins); return the meta."""
     meta = {**about, "tokenizer": info, "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name,
             "splits": splits, "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "seconds": time.perf_counter() - started}
+            "counts": "counts.npy"}
+    with open(directory / "counts.npy", "wb") as f:
+        np.save(f, np.stack([token_counts(directory, meta, split) for split in ("train", "val")]))
+    meta["seconds"] = time.perf_counter() - started
     (directory / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
 
@@ -286,8 +290,8 @@ def parse_args(argv=None):
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bars, even on a terminal")
     args = p.parse_args(argv)
-    require(args.vocab_size >= 258, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
-            "at least 258 (256 bytes, 1 merge, end of text)")
+    require(args.vocab_size >= 259, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
+            "at least 259 (a reserved id 0, 256 bytes, 1 merge, end of text)")
     require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")
     require(0 < args.val_fraction < 1, "--val_fraction", args.val_fraction, "between 0 and 1")
     require(args.max_tokens > 0, "--max_tokens", args.max_tokens, "above 0")

@@ -18,7 +18,7 @@ import torch
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, user_errors
 from tablefree.device import pick_device, pick_dtype
-from tablefree.tokenizer import load_encoding
+from tablefree.tokenizer import load_encoding, token_bytes
 
 
 def parse_args(argv=None):
@@ -90,7 +90,7 @@ def sample(args, out=sys.stdout):
                     if token == enc.eot_token:
                         break
                     new.append(token)
-                    out.write(text.decode(enc.decode_single_token_bytes(token)))
+                    out.write(text.decode(token_bytes(enc, token)))
                     out.flush()
         except ValueError as e:  # non-finite logits: a damaged or diverged model
             raise UserError(f"{e}; sample from another checkpoint") from None

@@ -28,14 +28,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from codes import describe_quality
+from codes import constant_ids, describe_quality
 from model import GPT
 from tablefree.checkpoint import (build_model, finetune_from, model_state, read_code_source, refuse_to_overwrite,
                                   resume_from, same_tokenizer, save_checkpoint, start_run_dir)
 from tablefree.common import UserError, append_line, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import describe_cost, estimate_cost
-from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta
+from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta, refuse_constant_codes
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
 from tablefree.norms import input_norms
 from tablefree.tokenizer import load_encoding, tokenizer_state, vocab_bytes
@@ -198,6 +198,8 @@ def train(settings, given=None):
             raise UserError(str(e)) from None
         iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
         code_quality = getattr(model.wte, "quality", None)  # a code derived from a source reports how good it is
+    if hasattr(model.wte, "code"):  # a fixed code: no token of the data may enter as a constant vector
+        refuse_constant_codes(constant_ids(model.wte.code, model.config.vocab_size), data, meta, model.config.input)
     model.to(s.device)
     optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type,
                                            s.input_lr_scale)
@@ -302,10 +304,10 @@ def train(settings, given=None):
             loss_sum += loss.detach()
         if ddp:
             dist.all_reduce(loss_sum)  # every rank takes the same decision below
-        # a finite loss can still give an overflowed gradient (a 12-layer binary run did: docs/inputs.md),
-        # so the norm (the same on every rank: DDP has averaged the gradients) is checked with it, in one
-        # sync per step: a poisoned update never reaches the weights. With fp16 the scaler skips an
-        # overflowed gradient itself and lowers its scale.
+        # a finite loss can still give an overflowed gradient (docs/inputs.md), so the norm (the same
+        # on every rank: DDP has averaged the gradients) is checked with it, in one sync per step: a
+        # poisoned update never reaches the weights. With fp16 the scaler skips an overflowed
+        # gradient itself and lowers its scale.
         scaler.unscale_(optimizer)
         norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip) if s.grad_clip else
                 torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))

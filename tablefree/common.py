@@ -112,7 +112,7 @@ def append_line(path, line):
 # Files that hold work no command may destroy unless it made them itself: a run's and a dataset's,
 # and the ones whose presence makes a folder one (MARKS).
 RUN_FILES = ("ckpt.pt", "log.jsonl", "config.json")
-DATASET_FILES = ("meta.json", "tokenizer.tiktoken", "train*.bin", "val*.bin")
+DATASET_FILES = ("meta.json", "tokenizer.tiktoken", "train*.bin", "val*.bin", "counts.npy")
 MARKS = {"ckpt.pt": "a run", "log.jsonl": "a run", "meta.json": "a dataset"}
 
 

@@ -118,6 +118,44 @@ def token_counts(directory, meta, split):
     return counts
 
 
+def split_counts(directory, meta):
+    """How often each id occurs in the train and val splits: int64 (2, V). Read from counts.npy,
+    which prepare.py writes; a dataset prepared before it had one is counted from its bins (one
+    pass over them, as open_split's check already makes)."""
+    path = Path(directory) / meta.get("counts", "counts.npy")
+    if "counts" not in meta:
+        return np.stack([token_counts(directory, meta, split) for split in ("train", "val")])
+    try:
+        counts = np.load(path, allow_pickle=False)
+        if counts.shape != (2, meta["vocab_size"]):
+            raise ValueError(f"shape {counts.shape}")
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} is missing or corrupt ({e}); prepare the data again: "
+                        f"{prepare_command(directory)} --force") from None
+    return counts
+
+
+def refuse_constant_codes(constant, directory, meta, kind):
+    """Refuse data in which an id whose fixed code is constant occurs (constant: those ids, from
+    codes.constant_ids): LayerNorm maps its input to 0, so the model cannot see the token and a
+    deep model's gradient overflows at every row that starts with it (docs/inputs.md)."""
+    counts = split_counts(directory, meta).sum(axis=0)[constant.numpy()]
+    if not counts.any():
+        return
+    found = ", ".join(f"id {t} ({n:,} times)" for t, n in zip(constant.tolist(), counts.tolist()) if n)
+    info = meta["tokenizer"]
+    if info["name"] != "bpe":
+        fix = (f"the {info['name']} tokenizer uses every id; train --input=learned or kronecker, or prepare the "
+               f"data with python prepare.py --tokenizer bpe (its BPE leaves them unused)")
+    elif "reserved_ids" not in info:
+        fix = f"it was prepared before the BPE left them unused; prepare it again: {prepare_command(directory)} --force"
+    else:
+        fix = (f"this {kind} code is constant on ids the tokenizer uses (an affine map drawn before it fixed ids "
+               f"0 and 2^K - 1, or frozen codes with too few bits); start a new run or derive the codes again")
+    raise UserError(f"{directory} holds tokens whose {kind} code is constant, which the model cannot see and "
+                    f"whose gradient overflows in a deep model (docs/inputs.md): {found}; {fix}")
+
+
 def get_batch(shards, batch_size, block_size, generator, masks=None):
     """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token.
     With masks (open_masks) a target whose mask is 0 becomes -1, which the loss ignores."""

@@ -33,27 +33,46 @@ def byte_to_unicode():
     return dict(zip(range(256), chars))
 
 
-def train_bpe(texts, vocab_size, progress=True):
-    """Train a byte-level BPE on an iterable of strings; return tiktoken ranks {bytes: rank}.
+def reserved_ids(vocab_size):
+    """The ids a trained BPE leaves unused: 0 and, when it is below V, 2^K - 1 (K = ceil(log2 V)).
 
-    The ranks hold vocab_size - 1 tokens (256 bytes, then merges in the order they were
-    learned); rank vocab_size - 1 is left for the end-of-text token.
+    They are the all-zeros and all-ones codes of 'binary' (and of 'affine', whose map fixes them:
+    codes.random_affine), which enter the model as a constant vector that LayerNorm maps to 0
+    (codes.constant_ids, docs/inputs.md); no text or special token may produce them."""
+    top = (1 << (vocab_size - 1).bit_length()) - 1  # 2^K - 1 >= V - 1
+    return [0] + ([top] if top < vocab_size else [])
+
+
+def train_bpe(texts, vocab_size, progress=True):
+    """Train a byte-level BPE on an iterable of strings; return tiktoken ranks {bytes: rank} and
+    the end-of-text id.
+
+    The ids skip reserved_ids(V): the 256 bytes are ids 1 .. 256, the merges follow in the order
+    they were learned (tiktoken's merge rule needs rank = order), and the end-of-text token takes
+    the last free id (V - 2 when V = 2^K, else V - 1). Raises ValueError if the text gives fewer
+    merges than V needs.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    if not 257 < vocab_size <= 2 ** 32:
-        raise ValueError(f"--vocab_size {vocab_size} must be between 258 (bytes + 1 merge + end-of-text) and 2^32")
+    if not 258 < vocab_size <= 2 ** 32:
+        raise ValueError(f"--vocab_size {vocab_size} must be between 259 (id 0, 256 bytes, 1 merge, end-of-text) "
+                         f"and 2^32")
+    tokens = vocab_size - len(reserved_ids(vocab_size))  # bytes, merges and end-of-text
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    trainer = trainers.BpeTrainer(vocab_size=tokens - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=progress and sys.stderr.isatty())  # its own bars: the merges run in Rust
     bpe.train_from_iterator(texts, trainer)
     to_byte = {char: byte for byte, char in byte_to_unicode().items()}
-    ranks = {bytes([b]): b for b in range(256)}
+    ranks = {bytes([b]): 1 + b for b in range(256)}  # id 0 is reserved
     for left, right in _merges(bpe):
         token = bytes(to_byte[c] for c in left + right)
-        ranks.setdefault(token, len(ranks))  # rank = order learned, as tiktoken's merge rule needs
-    return ranks
+        ranks.setdefault(token, 1 + len(ranks))
+    if len(ranks) < tokens - 1:
+        given = len(ranks) + 1 + len(reserved_ids(vocab_size))  # the text has fewer distinct pairs than asked
+        raise ValueError(f"the training text gives only {given:,} BPE tokens, not --vocab_size {vocab_size:,}; "
+                         f"give --vocab_size {given} or more text")
+    return ranks, len(ranks) + 1  # the ids 1 .. len(ranks) are taken; the next is free (reserved_ids: 0, V-1)
 
 
 def _merges(bpe):
@@ -114,13 +133,16 @@ def load_encoding(state):
     return make_encoding(state["info"], parse_ranks(state["ranks"].encode()))
 
 
+def token_bytes(enc, t):
+    """Token t's raw bytes; b"" for an id that is no token (reserved_ids, which a model can still draw)."""
+    try:
+        return enc.decode_single_token_bytes(t)
+    except KeyError:
+        return b""
+
+
 def vocab_bytes(enc, vocab_size):
     """Every token's raw bytes, [bytes of id 0, ..., id V - 1]; b"" for an id that is no token.
 
     Raw, not decoded: a byte-level token can hold part of a UTF-8 character."""
-    def token(t):
-        try:
-            return enc.decode_single_token_bytes(t)
-        except KeyError:
-            return b""
-    return [token(t) for t in range(vocab_size)]
+    return [token_bytes(enc, t) for t in range(vocab_size)]

@@ -75,6 +75,13 @@ def world(data_dir, tmp_path_factory):
     bad_ids = ids.copy()
     bad_ids[100] = 300  # the vocabulary is 300 tokens: id 300 does not exist
     broken("badid", train_bin=bad_ids.tobytes())
+    zero_ids = ids.copy()
+    zero_ids[::50] = 0  # id 0, whose binary code is all zeros: the BPE leaves it unused now
+    uncounted = {k: v for k, v in meta.items() if k != "counts"}  # no counts.npy: counted from the bins
+    old_bpe = {**uncounted, "tokenizer": {k: v for k, v in meta["tokenizer"].items() if k != "reserved_ids"}}
+    broken("oldbpe", meta_text=json.dumps(old_bpe), train_bin=zero_ids.tobytes())
+    broken("named", meta_text=json.dumps({**uncounted, "tokenizer": {**meta["tokenizer"], "name": "gpt2"}}),
+           train_bin=zero_ids.tobytes())
 
     runs = root / "runs"
     train.train(resolve(train.DEFAULTS, ["--data_dir", str(data), "--dataset=tiny", f"--out_dir={runs / 'good'}",
@@ -144,7 +151,7 @@ RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "-
 CASES = [
     ("prepare", ["--workers", "0"], "--workers must be at least 1, not 0"),
     ("prepare", ["--val_fraction", "1.5"], "--val_fraction must be between 0 and 1"),
-    ("prepare", ["--vocab_size", "100"], "--vocab_size must be at least 258"),
+    ("prepare", ["--vocab_size", "100"], "--vocab_size must be at least 259"),
     ("prepare", ["--shard_tokens", "0"], "--shard_tokens must be at least 1"),
     ("prepare", ["--max_tokens", "-5"], "--max_tokens must be above 0"),
     ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),
@@ -176,6 +183,8 @@ CASES = [
     ("train", [*TRAIN, "--dataset=corrupt"], "meta.json is corrupt or from another tool"),
     ("train", [*TRAIN, "--dataset=wide"], "uint16 ids but meta.json says"),
     ("train", [*TRAIN, "--dataset=badid"], "holds token id 300 but the vocabulary has 300"),
+    ("train", [*TRAIN, "--dataset=oldbpe"], "it was prepared before the BPE left them unused; prepare it again"),
+    ("train", [*TRAIN, "--dataset=named"], "the gpt2 tokenizer uses every id; train --input=learned or kronecker"),
     ("train", [*TRAIN, "--dataset=nothing"], "prepare the data first: python prepare.py --input FILES --name nothing"),
     ("train", [*TRAIN, "--input=frozen"], "codes_from names the table frozen codes are derived from"),
     ("train", [*TRAIN, "--input=binary", "--codes_from={runs}/good"], "set it for input='frozen' and only then"),
@@ -222,7 +231,7 @@ CASES = [
     # a run, a dataset or one of their files given as any writer's output: refused, nothing changed
     ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good"], "holds a run (ckpt.pt, log.jsonl) that replacing it"),
     ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good/log.jsonl"], "log.jsonl is a file; give --out a folder"),
-    ("export", ["--ckpt", "{runs}/good", "--out", "{data}/tiny"], "holds a dataset (meta.json, tokenizer.tiktoken"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{data}/tiny"], "holds a dataset (counts.npy, meta.json, tokenizer.tiktoken"),
     ("export", ["--ckpt", "{runs}/good", "--out", "{runs}"], "holds files this command did not write"),
     ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern/ckpt.pt"], "ckpt.pt belongs to a run"),
     ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern"], "tern is a folder; give --out a file path"),

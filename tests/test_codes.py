@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from codes import affine_code, binary_code, code_bits, code_values, gf2_rank, lift_index, random_affine
+from codes import affine_code, binary_code, code_bits, code_values, constant_ids, gf2_rank, lift_index, random_affine
 from conftest import reference_codebook, reference_lift
 
 
@@ -112,7 +112,22 @@ def test_every_small_affine_map_is_a_permutation():
         A, b = random_affine(4, seed)
         images = sorted(int("".join(map(str, c)), 2) for c in reference_codebook(16, A, b).tolist())
         assert images == list(range(16))
-    assert len({tuple(random_affine(3, s)[0].flatten().tolist()) for s in range(200)}) > 100  # many distinct A
+    # 1,344 of GL(4, 2)'s 20,160 matrices fix the all-ones vector: 200 draws give many distinct ones
+    assert len({tuple(random_affine(4, s)[0].flatten().tolist()) for s in range(200)}) > 150
+
+
+@pytest.mark.parametrize("bits", [3, 10])
+def test_affine_maps_fix_the_constant_codes_and_only_them(bits):
+    """A 1 = 1 and b constant: the ids with a constant code are 0 and 2^K - 1, as for binary, for
+    every seed; the 1,344 such matrices at K = 4 are all drawn (a uniform draw over them)."""
+    ids = torch.arange(2 ** bits)
+    for seed in range(20):
+        A, b = random_affine(bits, seed)
+        assert A.sum(dim=1).remainder(2).tolist() == [1] * bits and b.unique().numel() == 1
+        assert constant_ids(lambda t: affine_code(t, A, b), 2 ** bits).tolist() == [0, 2 ** bits - 1]
+        assert sorted(int("".join(map(str, c)), 2) for c in affine_code(ids, A, b).tolist()) == ids.tolist()
+    assert constant_ids(lambda t: binary_code(t, bits), 2 ** bits).tolist() == [0, 2 ** bits - 1]
+    assert constant_ids(lambda t: binary_code(t, bits), 2 ** bits - 1).tolist() == [0]  # 2^K - 1 is not an id
 
 
 @pytest.mark.parametrize("kind", ["binary", "affine"])

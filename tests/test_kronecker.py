@@ -82,6 +82,8 @@ def test_fast_path_equals_the_dense_definition_forward_and_backward():
 
 
 def test_defining_properties_of_the_code(tiny_vocab):
+    assert tiny_vocab[0] == b""  # reserved (tokenizer.reserved_ids): no token, the all-zero code
+    tiny_vocab = tiny_vocab[1:]
     token_bytes, lengths = byte_buffer(tiny_vocab, 16)
     code = reference_kronecker_code(token_bytes, lengths)  # (V, D)
     hot, cold = kronecker_values(lengths, 16)

@@ -212,3 +212,34 @@ def test_layernorm_cannot_tell_the_two_constant_binary_codes_apart():
     for same in (("binary", "01"), ("binary", "pm1")):
         torch.testing.assert_close(*logits[same], rtol=0, atol=1e-4)  # float rounding only
     assert (logits["learned", "01"][0] - logits["learned", "01"][1]).abs().max() > 1e-2
+
+
+def deep_gradient_norm(kind, first_ids, vocab_size=1024, scale=4.0):
+    """The gradient norm of a 32-layer model (the papers' depth, n_embd 32) whose body matrices are
+    `scale` times their initial size (a trained model's are larger), on rows starting with first_ids."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=8, n_layer=32, n_head=2, n_embd=32, input=kind))
+    with torch.no_grad():
+        for name, p in model.h.named_parameters():
+            if p.dim() == 2:
+                p.mul_(scale)
+    ids = torch.randint(1, vocab_size - 2, (len(first_ids), 8), generator=torch.Generator().manual_seed(1))
+    ids[:, 0] = torch.as_tensor(first_ids)
+    model(ids[:, :-1], ids[:, 1:])[1].backward()
+    return torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item()
+
+
+@pytest.mark.parametrize("kind", ["binary", "affine"])
+def test_rows_starting_with_any_token_keep_the_gradient_finite_at_32_layers(kind):
+    """issue 44: the trained BPE leaves reserved_ids (0 and 2^K - 1) unused and the affine map fixes
+    them, so every id a tokenizer of prepare.py produces, end-of-text included, has a code that is not
+    constant, and rows starting with any of them train at the papers' depth; a row starting with a
+    reserved id (the old place of end-of-text) overflows the gradient."""
+    from codes import constant_ids
+    from tablefree.tokenizer import reserved_ids
+
+    model = GPT(GPTConfig(vocab_size=1024, n_layer=1, n_head=2, n_embd=32, input=kind))
+    assert constant_ids(model.wte.code, 1024).tolist() == reserved_ids(1024) == [0, 1023]
+    used = [t for t in range(1024) if t not in reserved_ids(1024)]  # bytes, merges, end-of-text (1022)
+    assert math.isfinite(deep_gradient_norm(kind, used))
+    assert not math.isfinite(deep_gradient_norm(kind, [5, 1023]))

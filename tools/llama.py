@@ -77,7 +77,7 @@ def check(args):
     ids = split_ids(data, read_meta(data), "val")
     starts = np.linspace(0, len(ids) - PROMPT_TOKENS - 1, args.prompts).astype(int)
     llm = load_llama(args.gguf, args.threads, logits_all=True)
-    same, first = 0, []
+    same, first, gaps = 0, [], []
     for start in starts:
         prompt = ids[start:start + PROMPT_TOKENS].tolist()
         with torch.no_grad():
@@ -85,10 +85,16 @@ def check(args):
         theirs = greedy(llm, prompt, NEW_TOKENS)
         same += theirs == mine
         first.append(next((i for i, (a, b) in enumerate(zip(theirs, mine)) if a != b), NEW_TOKENS))
+        if first[-1] < NEW_TOKENS:  # how close our own two likeliest tokens were there: a near tie flips on rounding
+            with torch.no_grad():
+                logits = ours(torch.tensor([prompt + mine[:first[-1]]]))[0][0, -1]
+            top = logits.topk(2).values
+            gaps.append(float((top[0] - top[1]) / (logits.max() - logits.min())))
     llm.close()
     print(f"{args.gguf}: {same} of {len(starts)} held-out prompts of {data} give the same {NEW_TOKENS} greedy tokens in "
-          f"llama.cpp as in {args.check}; the first token that differs, per prompt: {first} ({NEW_TOKENS}: none)")
-    return same, first
+          f"llama.cpp as in {args.check}; the first token that differs, per prompt: {first} ({NEW_TOKENS}: none)"
+          + (f"; there our top two logits were {', '.join(f'{g:.1e}' for g in gaps)} of their range apart" if gaps else ""))
+    return same, first, gaps
 
 
 def main(argv=None):

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from tablefree.common import UserError
 from tablefree.data import bits_per_byte
+from tablefree.tokenizer import token_bytes, vocab_bytes
 from tools.probes import layer_cosines, typo_metrics
 from tools.tasks import load_rows, to_docs
 
@@ -162,11 +163,11 @@ def token_losses(model, ids, limit, batch_size, autocast):
 def run_val(targets, losses, enc, where):
     """Loss, perplexity and bits per byte (dataset.bits_per_byte, as train.py logs it): the
     losses of all target tokens over the UTF-8 bytes they spell; end of text spells none."""
-    token_bytes = np.array([0 if t == enc.eot_token else len(enc.decode_single_token_bytes(t))
-                            for t in range(enc.n_vocab)])
+    spelled = np.array([len(b) for b in vocab_bytes(enc, enc.n_vocab)])
+    spelled[enc.eot_token] = 0
     loss = float(losses.mean())
     return {"source": where, "n": len(targets), "loss": loss, "ppl": math.exp(loss),
-            "bpb": bits_per_byte(loss, len(targets), int(token_bytes[targets].sum()))}
+            "bpb": bits_per_byte(loss, len(targets), int(spelled[targets].sum()))}
 
 
 def indices_by(items, key):
@@ -244,7 +245,7 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16, override=False, seed=
 
     def continue_(prompt_ids, **sampling):
         new = generated(model, prompt_ids, new_tokens, autocast, generator=generator, **sampling)
-        return b"".join(enc.decode_single_token_bytes(t) if t < V else extra[t - V] for t in new).decode(
+        return b"".join(token_bytes(enc, t) if t < V else extra[t - V] for t in new).decode(
             "utf-8", errors="replace")  # a spare id spells its string
 
     answers = []
