@@ -282,7 +282,7 @@ def parse_args(argv=None):
     p.add_argument("--sft", action="store_true", help="--input is JSONL of {\"prompt\", \"response\"} pairs: bins plus a loss mask")
     p.add_argument("--block_size", type=int, default=1024, help="--sft: drop examples longer than this many tokens")
     p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary including end-of-text")
-    p.add_argument("--bpe_chars", type=int, default=200_000_000, help="train the BPE on at most this many characters")
+    p.add_argument("--bpe_chars", type=float, default=200_000_000, help="train the BPE on at most this many characters (2e9 is fine)")
     p.add_argument("--val_fraction", type=float, default=0.1)
     p.add_argument("--max_tokens", type=float, default=float("inf"), help="stop at the first document boundary after the train split has this many tokens")
     p.add_argument("--shard_tokens", type=int, default=1_000_000_000, help="tokens per output shard")
@@ -293,6 +293,7 @@ def parse_args(argv=None):
     require(args.vocab_size >= 259, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
             "at least 259 (a reserved id 0, 256 bytes, 1 merge, end of text)")
     require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")
+    args.bpe_chars = int(args.bpe_chars)
     require(0 < args.val_fraction < 1, "--val_fraction", args.val_fraction, "between 0 and 1")
     require(args.max_tokens > 0, "--max_tokens", args.max_tokens, "above 0")
     require(args.shard_tokens >= 1, "--shard_tokens", args.shard_tokens, "at least 1")

@@ -1,14 +1,18 @@
-"""The seeds' headline configs: the papers' parameter counts, fair controls, and cost comments
+"""The papers' headline configs: the papers' parameter counts, fair controls, and cost comments
 that are the dry run's own output.
 
     python -m pytest tests/test_configs.py            # counts and the dry run's counting lines
     python -m pytest tests/test_configs.py -m slow    # and each config's whole dry run (the probes)
 """
 
+import re
+import shlex
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import torch
 
 import train
 from conftest import ROOT
@@ -97,3 +101,57 @@ def test_cost_comment_is_the_dry_runs_output(name):
                           capture_output=True, text=True, check=True)
     printed = [line for line in done.stdout.splitlines()[1:] if not line.startswith("  ")]
     assert quoted_cost(name) == printed
+
+
+def prepare_flags():
+    """{dataset name: the prepare.py arguments} of every `python prepare.py ...` line in the configs' docstrings."""
+    import prepare
+    lines = {}
+    for path in sorted((ROOT / "config").glob("*.py")):
+        for flags in re.findall(r"python prepare\.py([^#&\n]*)", path.read_text()):
+            args = prepare.parse_args(shlex.split(flags))
+            lines[args.name or args.dataset] = args
+    return lines
+
+
+def random_words(n_words, seed=0):
+    """Text of n_words random lowercase words, 100 a line: enough distinct pairs for any BPE size."""
+    rng = np.random.default_rng(seed)
+    letters = rng.integers(97, 123, size=(n_words, 9), dtype=np.uint8)
+    lengths = rng.integers(3, 10, size=n_words)
+    words = [row[:k].tobytes().decode() for row, k in zip(letters, lengths)]
+    return "\n".join(" ".join(words[i:i + 100]) for i in range(0, n_words, 100))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "config").glob("*.py")))
+def test_every_config_passes_the_constant_code_check_on_the_data_its_prepare_line_writes(name, tmp_path):
+    """issue 44: each config's fixed code enters no token of its own data as a constant vector. The
+    data: random words (the BPE's size needs text, not meaning) prepared with the tokenizer settings
+    of the config's prepare line; a fine-tuning config's data takes its source run's (the quick start's)
+    tokenizer. A config whose input has no fixed code (learned, kronecker: GPT-2's tokenizer) has nothing to check.
+    About 3 minutes for all, most of it the 262,144-token BPE."""
+    import prepare
+    from codes import constant_ids
+    from model import make_input
+    from tablefree.configurator import model_config
+    from tablefree.data import read_meta, refuse_constant_codes
+
+    s = settings_of(name)
+    if s.init_from != "scratch":  # fine-tuning: the quick start's model, its data in the model's tokens
+        s, args = settings_of("shakespeare"), prepare_flags()["shakespeare"]
+    else:
+        args = prepare_flags()[s.dataset]
+    if s.input in ("learned", "kronecker"):
+        return
+    (tmp_path / "words.txt").write_text(random_words(2_000_000 if args.vocab_size > 100_000 else 500_000))
+    prepare.prepare(prepare.parse_args(["--input", str(tmp_path / "words.txt"), "--name", "sample", "--out_dir",
+                                        str(tmp_path), "--tokenizer", args.tokenizer, "--vocab_size",
+                                        str(args.vocab_size), "--quiet"]))
+    meta = read_meta(tmp_path / "sample")
+    config = model_config(s, meta["vocab_size"])
+    table = torch.randn(meta["vocab_size"], config.n_embd) if config.input == "frozen" else None  # a learned run's
+    wte = make_input(config, source=table)
+    constant = constant_ids(wte.code, meta["vocab_size"])
+    assert set(constant.tolist()) <= set(meta["tokenizer"]["reserved_ids"])
+    refuse_constant_codes(constant, tmp_path / "sample", meta, config.input)  # raises if any occurs
