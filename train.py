@@ -325,10 +325,12 @@ def train(settings, given=None):
             dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
             t0, t0_iter = time.time(), iter_num
             mfu = flops_per_iter / dt / (peak * world) if peak else None
+            gpu_gb = torch.cuda.max_memory_allocated() / 1e9 if device_type == "cuda" else None  # this rank's peak
             log({"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
-                 "tok_s": tokens_per_iter / dt, "mfu": mfu},
+                 "tok_s": tokens_per_iter / dt, "mfu": mfu, "peak_gpu_gb": gpu_gb},
                 f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, "
-                f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else ""))
+                f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else "")
+                + (f", peak {gpu_gb:.1f} GB" if gpu_gb else ""))
     progress.close()
     if ddp:
         log({"iter": iter_num, "rank_checksums": rank_checksums(raw_model, world)})
