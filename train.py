@@ -14,7 +14,6 @@ pure function of (seed, rank, step), so a resumed run repeats the interrupted on
 """
 
 import hashlib
-import json
 import math
 import os
 import sys
@@ -30,9 +29,9 @@ from tqdm import tqdm
 
 from codes import constant_ids, describe_quality
 from model import GPT
-from tablefree.checkpoint import (build_model, finetune_from, model_state, read_code_source, refuse_to_overwrite,
-                                  resume_from, same_tokenizer, save_checkpoint, start_run_dir)
-from tablefree.common import UserError, append_line, reader_may_leave, user_errors
+from tablefree.checkpoint import (RunDir, build_model, finetune_from, model_state, read_code_source,
+                                  refuse_to_overwrite, resume_from, same_tokenizer, save_checkpoint)
+from tablefree.common import UserError, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import describe_cost, estimate_cost
 from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta, refuse_constant_codes
@@ -220,9 +219,9 @@ def train(settings, given=None):
     if master:
         for notice in notices:
             print(notice)
-        start_run_dir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
-                                      "data": meta, "world_size": world, "params": counts,
-                                      "code_quality": code_quality, "finetuned_from": finetuned_from})
+        run_dir = RunDir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config), "data": meta,
+                                         "world_size": world, "params": counts, "code_quality": code_quality,
+                                         "finetuned_from": finetuned_from}, resumed=s.init_from == "resume")
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
               f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
@@ -234,7 +233,7 @@ def train(settings, given=None):
     def log(record, line=None):
         """Append record to log.jsonl and print line; rank 0 only."""
         if master:
-            append_line(out / "log.jsonl", json.dumps(record))
+            run_dir.append(record)
             if line:
                 progress.write(line)
 
@@ -261,76 +260,84 @@ def train(settings, given=None):
     flops_per_iter = raw_model.flops_per_token() * tokens_per_iter
     t0, t0_iter = time.time(), iter_num  # ms/step is timed over the steps since t0_iter
     started = time.time() - elapsed  # wall time of the run, counting the runs it resumes
-    while True:
-        lr = lr_at(iter_num, s)
-        for group in optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)  # the input's own group (input_lr_scale), if any
+    resumed_at = iter_num if s.init_from == "resume" and not s.eval_only else None  # its evaluation is logged
+    try:
+        while True:
+            lr = lr_at(iter_num, s)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * group.get("lr_scale", 1.0)  # the input's own group (input_lr_scale), if any
 
-        is_eval_step = iter_num % s.eval_interval == 0 or iter_num == s.max_iters or s.eval_only
-        if is_eval_step:
-            losses = evaluate()
-            require_finite_val(losses["val"], iter_num)
-            bpb = bits_per_byte(losses["val"], val.get("scored_tokens", val["tokens"]), val["bytes"])  # SFT: responses
-            ppl = math.exp(min(losses["val"], 50))
-            log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
-                 "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started,
-                 "norms": input_norms(raw_model) if master else None},  # the input's and the head's
-                f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
-                f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
-            improved = losses["val"] < best_val_loss
-            best_val_loss = min(best_val_loss, losses["val"])
-            is_training_run = iter_num > 0 and not s.eval_only
-            worth_saving = improved or s.always_save_checkpoint or iter_num == s.max_iters
-            if master and is_training_run and worth_saving:
-                save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
-                                 "settings": vars(s), "iter_num": iter_num,
-                                 "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
-                                 "tokenizer": tokenizer, "code_quality": code_quality,
-                                 "finetuned_from": finetuned_from}, out)
-            t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
-        if iter_num >= s.max_iters or s.eval_only:
-            break
+            is_eval_step = ((iter_num % s.eval_interval == 0 or iter_num == s.max_iters or s.eval_only)
+                            and iter_num != resumed_at)
+            if is_eval_step:
+                losses = evaluate()
+                require_finite_val(losses["val"], iter_num)
+                bpb = bits_per_byte(losses["val"], val.get("scored_tokens", val["tokens"]), val["bytes"])  # SFT: responses
+                ppl = math.exp(min(losses["val"], 50))
+                log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
+                     "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started,
+                     "norms": input_norms(raw_model) if master else None},  # the input's and the head's
+                    f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
+                    f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
+                improved = losses["val"] < best_val_loss
+                best_val_loss = min(best_val_loss, losses["val"])
+                is_training_run = iter_num > 0 and not s.eval_only
+                worth_saving = improved or s.always_save_checkpoint or iter_num == s.max_iters
+                if master and is_training_run and worth_saving:
+                    save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
+                                     "settings": vars(s), "iter_num": iter_num,
+                                     "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
+                                     "tokenizer": tokenizer, "code_quality": code_quality,
+                                     "finetuned_from": finetuned_from}, out)
+                t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
+            if iter_num >= s.max_iters or s.eval_only:
+                break
 
-        # forward and backward over accum micro-batches; gradients are all-reduced once, at the last
-        torch.manual_seed(seed_of(s.seed, "dropout", rank, iter_num))  # dropout: a function of the step
-        loss_sum = torch.zeros((), device=s.device)
-        for micro in range(accum):
-            # numbered across ranks, so N ranks see the same global batch as one process
-            x, y = batch("train", iter_num, rank * accum + micro)
-            sync = nullcontext() if not ddp or micro == accum - 1 else model.no_sync()
-            with sync, autocast:
-                loss = model(x, y)[1]  # the logits (B, T, V) are not kept through the backward
-            scaler.scale(loss / accum).backward()
-            loss_sum += loss.detach()
-        if ddp:
-            dist.all_reduce(loss_sum)  # every rank takes the same decision below
-        # a finite loss can still give an overflowed gradient (docs/inputs.md), so the norm (the same
-        # on every rank: DDP has averaged the gradients) is checked with it, in one sync per step: a
-        # poisoned update never reaches the weights. With fp16 the scaler skips an overflowed
-        # gradient itself and lowers its scale.
-        scaler.unscale_(optimizer)
-        norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip) if s.grad_clip else
-                torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
-        if torch.isfinite(loss_sum) & (torch.isfinite(norm) | scaler.is_enabled()):
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            skip_nonfinite(s.nonfinite, loss_sum.item() / s.gradient_accumulation_steps, norm.item(), iter_num, log)
-        optimizer.zero_grad(set_to_none=True)
-        iter_num += 1
-        progress.update()
+            # forward and backward over accum micro-batches; gradients are all-reduced once, at the last
+            torch.manual_seed(seed_of(s.seed, "dropout", rank, iter_num))  # dropout: a function of the step
+            loss_sum = torch.zeros((), device=s.device)
+            for micro in range(accum):
+                # numbered across ranks, so N ranks see the same global batch as one process
+                x, y = batch("train", iter_num, rank * accum + micro)
+                sync = nullcontext() if not ddp or micro == accum - 1 else model.no_sync()
+                with sync, autocast:
+                    loss = model(x, y)[1]  # the logits (B, T, V) are not kept through the backward
+                scaler.scale(loss / accum).backward()
+                loss_sum += loss.detach()
+            if ddp:
+                dist.all_reduce(loss_sum)  # every rank takes the same decision below
+            # a finite loss can still give an overflowed gradient (docs/inputs.md), so the norm (the same
+            # on every rank: DDP has averaged the gradients) is checked with it, in one sync per step: a
+            # poisoned update never reaches the weights. With fp16 the scaler skips an overflowed
+            # gradient itself and lowers its scale.
+            scaler.unscale_(optimizer)
+            norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip) if s.grad_clip else
+                    torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
+            if torch.isfinite(loss_sum) & (torch.isfinite(norm) | scaler.is_enabled()):
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                skip_nonfinite(s.nonfinite, loss_sum.item() / s.gradient_accumulation_steps, norm.item(), iter_num, log)
+            optimizer.zero_grad(set_to_none=True)
+            iter_num += 1
+            progress.update()
 
-        if iter_num % s.log_interval == 0:
-            lossf = loss_sum.item() / s.gradient_accumulation_steps  # mean of micro-batches and ranks
-            dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
-            t0, t0_iter = time.time(), iter_num
-            mfu = flops_per_iter / dt / (peak * world) if peak else None
-            gpu_gb = torch.cuda.max_memory_allocated() / 1e9 if device_type == "cuda" else None  # this rank's peak
-            log({"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
-                 "tok_s": tokens_per_iter / dt, "mfu": mfu, "peak_gpu_gb": gpu_gb},
-                f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, "
-                f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else "")
-                + (f", peak {gpu_gb:.1f} GB" if gpu_gb else ""))
+            if iter_num % s.log_interval == 0:
+                lossf = loss_sum.item() / s.gradient_accumulation_steps  # mean of micro-batches and ranks
+                dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
+                t0, t0_iter = time.time(), iter_num
+                mfu = flops_per_iter / dt / (peak * world) if peak else None
+                gpu_gb = torch.cuda.max_memory_allocated() / 1e9 if device_type == "cuda" else None  # this rank's peak
+                log({"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
+                     "tok_s": tokens_per_iter / dt, "mfu": mfu, "peak_gpu_gb": gpu_gb},
+                    f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, "
+                    f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else "")
+                    + (f", peak {gpu_gb:.1f} GB" if gpu_gb else ""))
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
+        raise UserError(interrupted(iter_num, out)) from None
+    finally:
+        if master:
+            run_dir.close()
     progress.close()
     if ddp:
         log({"iter": iter_num, "rank_checksums": rank_checksums(raw_model, world)})
@@ -383,6 +390,14 @@ def skip_nonfinite(policy, loss, norm, iter_num, log):
         raise UserError(f"{what} at step {iter_num}; stopped before updating the weights, the last "
                         f"checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
     log({"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
+
+
+def interrupted(iter_num, out):
+    """The one line Ctrl-C ends a run with: where it stopped and how to go on."""
+    if not (Path(out) / "ckpt.pt").exists():
+        return f"interrupted at step {iter_num}, before the first checkpoint; start the run again"
+    return (f"interrupted at step {iter_num}; {out}/ckpt.pt holds the last evaluation's step: continue with "
+            f"python train.py --init_from=resume --out_dir={out}")
 
 
 def rank_checksums(model, world):

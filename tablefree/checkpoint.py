@@ -7,8 +7,10 @@ optimizer state, the run settings, the step, and the tokenizer, so that it is al
 directory needs to resume, sample or evaluate.
 """
 
+import fcntl
 import hashlib
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from model import GPT, GPTConfig, Rotary, make_input
-from tablefree.common import UserError, holds_work, write_atomic
+from tablefree.common import UserError, append_line, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
 from tablefree import kernel
 from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary, pack_ternary
@@ -67,20 +69,48 @@ def refuse_to_overwrite(out, overwrite):
                         f"choose another --out_dir, or replace it with --overwrite=True")
 
 
-def start_run_dir(out, iter_num, record):
-    """Write config.json and cut log.jsonl back to the step the run starts from."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot write to out_dir {out}: {e.strerror}; "
-                        f"choose a writable --out_dir") from None
-    write_atomic(out / "config.json", json.dumps(record, indent=2))
-    log_path = out / "log.jsonl"
-    if log_path.exists():
-        # keep what was logged up to the checkpoint; the resumed run evaluates iter_num again
-        kept = [r for r in read_log(log_path)
-                if r["iter"] < iter_num or (r["iter"] == iter_num and "val_loss" not in r)]
-        write_atomic(log_path, "".join(json.dumps(r) + "\n" for r in kept))
+class RunDir:
+    """A run directory's config.json and log.jsonl, and the lock that makes its run the only writer.
+
+    A new run writes config.json at once. A resumed one changes nothing until it first appends to
+    the log, which comes after its first good step: then it writes its config.json and cuts the log
+    back to the checkpoint's step (lines an interrupted run wrote after it), so a resume that fails
+    or is refused leaves the run as it was. The lock (flock on the folder itself: no file to leave
+    behind, and the kernel releases it when the process ends, however it ends) refuses a second
+    train.py in the same folder."""
+
+    def __init__(self, out, iter_num, record, resumed):
+        self.out, self.iter_num, self.record, self.resumed = Path(out), iter_num, record, resumed
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.lock = os.open(self.out, os.O_RDONLY)  # held open, so locked, for the process's life
+        except OSError as e:
+            raise UserError(f"cannot write to out_dir {out}: {e.strerror}; choose a writable --out_dir") from None
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UserError(f"another train.py is writing to {out}; wait for it to finish (or stop it), or give "
+                            f"this run another --out_dir") from None
+        self.started = False
+        if not resumed:
+            self.start()
+
+    def start(self):
+        write_atomic(self.out / "config.json", json.dumps(self.record, indent=2))
+        path = self.out / "log.jsonl"
+        if path.exists():  # a resumed run keeps what was logged up to its checkpoint; a new one nothing
+            kept = [r for r in read_log(path) if self.resumed and r["iter"] <= self.iter_num]
+            write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+        self.started = True
+
+    def append(self, record):
+        if not self.started:
+            self.start()
+        append_line(self.out / "log.jsonl", json.dumps(record))
+
+    def close(self):
+        """Release the lock (the run is over, or this process goes on to other work)."""
+        os.close(self.lock)
 
 
 def find_checkpoint(path, flag="--ckpt"):

@@ -31,7 +31,7 @@ from tablefree.configurator import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ["--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1", "--max_iters=12", "--lr_decay_iters=12", "--eval_interval=4"]
-# A child that runs train.py's main with one function wrapped to SIGKILL itself at a chosen call.
+# A child that runs train.py's main with one function wrapped to signal itself (SIGKILL) at a chosen call.
 CHILD = """
 import os, signal, sys
 import {module} as target
@@ -39,7 +39,7 @@ original, calls = target.{name}, [0]
 def killer(*args, **kwargs):
     calls[0] += 1
     if {condition}:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.{signal_name})
     return original(*args, **kwargs)
 target.{name} = killer
 import train
@@ -47,11 +47,11 @@ train.main(sys.argv[1:])
 """
 
 
-def train_process(data_dir, out_dir, *extra, kill=None, file_limit=None):
+def train_process(data_dir, out_dir, *extra, kill=None, file_limit=None, signal_name="SIGKILL"):
     """train.py in a subprocess; kill = (module, function, condition on `calls` and `args`) to die at;
     file_limit: the largest file in bytes it may write (`ulimit -f`), as on a nearly full disk."""
     argv = ["--data_dir", str(data_dir), f"--out_dir={out_dir}", *RUN, *extra]
-    code = CHILD.format(module=kill[0], name=kill[1], condition=kill[2]) if kill else "import sys, train; train.main(sys.argv[1:])"
+    code = CHILD.format(module=kill[0], name=kill[1], condition=kill[2], signal_name=signal_name) if kill else "import sys, train; train.main(sys.argv[1:])"
     limit = (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))) if file_limit else None
     return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "OMP_NUM_THREADS": "2"}, preexec_fn=limit)
@@ -193,6 +193,56 @@ def test_nonfinite_loss_stops_before_the_update_and_keeps_the_checkpoint(data_di
         run_in_process(data_dir, tmp_path)
     ckpt = load_checkpoint(tmp_path)
     assert ckpt["iter_num"] == 4 and all(torch.isfinite(w).all() for w in ckpt["model"].values())
+
+
+def run_files(out_dir):
+    return {p.name: p.read_bytes() for p in sorted(Path(out_dir).iterdir())}
+
+
+@pytest.mark.parametrize("step", [4, 5])  # its first new step, and the second
+def test_a_resume_that_fails_at_its_first_steps_leaves_the_run_byte_for_byte(data_dir, tmp_path, monkeypatch, step):
+    """issue 45: the resume's new recipe (here a learning rate of 1e30) is saved only with a checkpoint
+    that trained under it; a resume stopped at its first step (4) or second (5) writes nothing: no
+    checkpoint, no config.json, no log line removed or added (log_interval 100: no line before step 8)."""
+    run_in_process(data_dir, tmp_path, "--max_iters=4", "--log_interval=100")
+    (tmp_path / "log.jsonl").open("a").write(json.dumps({"iter": 5, "loss": 0.0}) + "\n")  # after the checkpoint
+    before, rate = run_files(tmp_path), load_checkpoint(tmp_path)["settings"]["learning_rate"]
+    PoisonAt(monkeypatch, step=step - 4)  # counts this process's steps
+    with pytest.raises(UserError, match=f"training loss is nan at step {step}"):
+        run_in_process(data_dir, tmp_path, "--init_from=resume", "--learning_rate=1e30", "--log_interval=100")
+    assert run_files(tmp_path) == before
+    monkeypatch.undo()
+    run_in_process(data_dir, tmp_path, "--init_from=resume", "--max_iters=8", "--log_interval=100")
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["iter_num"] == 8 and ckpt["settings"]["learning_rate"] == rate  # the run's own, not 1e30
+    assert [r["iter"] for r in read_log(tmp_path / "log.jsonl")] == [0, 4, 8]  # the stale step-5 line is gone
+
+
+def test_two_trainings_in_one_folder_give_one_clear_refusal(data_dir, tmp_path):
+    """One run directory has one writer: while one train.py holds the folder's lock, a second is
+    refused in one line and writes nothing; the lock goes with the process that held it."""
+    import fcntl
+    run_in_process(data_dir, tmp_path, "--max_iters=4")
+    before = run_files(tmp_path)
+    holder = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a running train.py holds
+    for extra in (["--init_from=resume", "--max_iters=8"], ["--overwrite=True"]):
+        with pytest.raises(UserError, match="another train.py is writing to .*; wait for it to finish"):
+            run_in_process(data_dir, tmp_path, *extra)
+    assert run_files(tmp_path) == before
+    os.close(holder)
+    run_in_process(data_dir, tmp_path, "--init_from=resume", "--max_iters=8")  # free again
+
+
+def test_ctrl_c_is_one_line_and_the_resume_is_exact(data_dir, reference, tmp_path):
+    """SIGINT at step 6 (the last checkpoint: step 4): one line on stderr, exit status 1, and the
+    resume equals the uninterrupted run bit for bit."""
+    stopped = train_process(data_dir, tmp_path, kill=("train", "lr_at", "calls[0] == 7"), signal_name="SIGINT")
+    assert stopped.returncode == 1 and stopped.stderr.count("\n") == 1, stopped.stderr[-2000:]
+    assert stopped.stderr.startswith("train.py: error: interrupted at step 6; ") and "--init_from=resume" in stopped.stderr
+    resumed = train_process(data_dir, tmp_path, "--init_from=resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert_same_run(reference, tmp_path)
 
 
 def test_nonfinite_loss_can_skip_the_step(data_dir, tmp_path, monkeypatch):
