@@ -173,6 +173,10 @@ def prepare(args):
     if old.get("settings") == settings:
         print(f"{directory} is up to date (use --force to rebuild)")
         return old
+    if isinstance(old.get("settings"), dict):  # a dataset of other text or another tokenizer: runs use it
+        changed = sorted(k for k in {*settings, *old["settings"]} if settings.get(k) != old["settings"].get(k))
+        raise UserError(f"{directory} holds a dataset prepared with other settings ({', '.join(changed)}); runs "
+                        f"trained on it would no longer resume: give another --name, or --force to replace it")
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

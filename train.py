@@ -169,6 +169,9 @@ def train(settings, given=None):
     tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])  # saved in checkpoints
     if finetune:
         same_tokenizer(ckpt, finetuned_from, tokenizer, data, s.data_dir)
+    if s.init_from == "resume" and ckpt["tokenizer"] != tokenizer:
+        raise UserError(f"{data} was prepared again since {out}/ckpt.pt trained on it (another tokenizer or "
+                        f"source); prepare it as the run had it, or start a new run in another --out_dir")
     val = meta["splits"]["val"]
 
     def batch(split, *keys):

@@ -130,7 +130,7 @@ def load_checkpoint(path, device="cpu", flag="--ckpt"):
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that wants to run code
-        reason = str(e).strip().splitlines()[0][:160]
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]  # an empty file: no message
         raise UserError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, "
                         f"truncated or unsafe") from None
     missing = {"model", "model_config", "tokenizer"} - set(ckpt if isinstance(ckpt, dict) else ())

@@ -99,6 +99,11 @@ def world(data_dir, tmp_path_factory):
     (runs / "weights").mkdir()  # the weights alone: enough to sample from, not to resume
     torch.save({key: ckpt[key] for key in ("model", "model_config", "tokenizer")}, runs / "weights" / "ckpt.pt")
     (runs / "empty").mkdir()
+    (runs / "zero").mkdir()
+    (runs / "zero" / "ckpt.pt").write_bytes(b"")  # a 0-byte checkpoint (a full disk, a killed copy)
+    shutil.copytree(data / "tiny", root / "data2" / "tiny")  # the run's dataset, prepared again since
+    (root / "data2" / "tiny" / "meta.json").write_text(json.dumps({**meta, "tokenizer": {**meta["tokenizer"],
+                                                                                         "name": "another"}}))
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
     (root / "badtail.txt").write_bytes(b"The crown of the king is gold.\n" * 2000 + b"caf\xe9\n")  # bad near the end
@@ -178,6 +183,10 @@ CASES = [
     ("train", [*RESUME, "--out_dir={runs}/torn"], "corrupt, truncated or unsafe"),
     ("train", [*RESUME, "--out_dir={runs}/foreign"], "is not a tablefree checkpoint"),
     ("train", [*RESUME, "--out_dir={runs}/empty"], "no checkpoint at"),
+    ("train", [*RESUME, "--out_dir={runs}/zero"], "is not a loadable checkpoint"),
+    ("train", [*RESUME, "--data_dir={root}/data2"], "was prepared again since"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "300"],
+     "holds a dataset prepared with other settings"),
     ("train", [*RESUME, "--out_dir={runs}/weights"], "has no best_val_loss, elapsed_s, iter_num, optimizer, settings"),
     ("train", [*TRAIN, "--dataset=float"], "meta.json is corrupt or from another tool (ValueError: ids of type float32)"),
     ("train", [*TRAIN, "--dataset=corrupt"], "meta.json is corrupt or from another tool"),

@@ -130,7 +130,11 @@ def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
     run(tmp_path, "--input", str(book), "--vocab_size", "260")
     assert "up to date" in capsys.readouterr().out
     book.write_text("\n".join(make_docs(10, seed=1)))
-    run(tmp_path, "--input", str(book), "--vocab_size", "260")
+    before = (tmp_path / "data" / "book" / "train.bin").read_bytes()
+    with pytest.raises(UserError, match="holds a dataset prepared with other settings .input_stamps.; runs trained"):
+        run(tmp_path, "--input", str(book), "--vocab_size", "260")  # edited text: never swapped in silently
+    assert (tmp_path / "data" / "book" / "train.bin").read_bytes() == before
+    run(tmp_path, "--input", str(book), "--vocab_size", "260", "--force")
     assert "up to date" not in capsys.readouterr().out
     meta = tmp_path / "data" / "book" / "meta.json"
     good = meta.read_text()
