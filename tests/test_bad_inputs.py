@@ -280,6 +280,9 @@ CASES = [
     ("llama", ["--gguf", "{root}/foreign.gguf"], "was not written by tools.export --format gguf"),
     ("llama", ["--gguf", "{root}/none.gguf"], "no GGUF file at"),
     ("llama", ["--gguf", "{root}/none.gguf", "--max_new_tokens", "0"], "--max_new_tokens must be at least 1"),
+    ("llama", ["--gguf", "{root}/none.gguf", "--temperature", "inf"], "--temperature must be a finite number"),
+    ("llama", ["--gguf", "{root}/whole.gguf", "--max_new_tokens", "1000000000"],
+     "--max_new_tokens must be at most"),  # past the context (needs llama-cpp-python, as CI has)
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),
@@ -364,3 +367,12 @@ def test_a_reader_that_stops_early_gets_no_traceback(world):
     child.stdout.close()
     stderr = child.stderr.read().decode()
     assert child.wait() == 1 and stderr == "", stderr
+
+
+def test_llama_check_fits_a_context_below_48_tokens(world):
+    """--check decodes 16 + 32 tokens where the context allows: in block_size 32, 16 + 16 (no traceback)."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("llama_cpp")
+    same, first, gaps = llama.check(llama.parse_args(["--gguf", str(world / "whole.gguf"), "--check",
+                                                      str(world / "runs" / "good"), "--data_dir", str(world / "data")]))
+    assert len(first) == 8 and all(0 <= f <= 16 for f in first) and len(gaps) == 8 - same

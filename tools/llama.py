@@ -14,6 +14,7 @@ checkpoint's dataset, 32 greedy tokens each, llama.cpp's (argmax of its logits) 
 """
 
 import codecs
+import math
 import sys
 import time
 from pathlib import Path
@@ -43,7 +44,8 @@ def parse_args(argv=None):
     p.add_argument("--data_dir", default="data", help="--check: where the checkpoint's dataset is")
     args = p.parse_args(argv)
     require(args.max_new_tokens >= 1, "--max_new_tokens", args.max_new_tokens, "at least 1")
-    require(args.temperature >= 0, "--temperature", args.temperature, "at least 0")
+    require(math.isfinite(args.temperature) and args.temperature >= 0, "--temperature", args.temperature,
+            "a finite number, at least 0 (0 is greedy)")
     require(min(args.top_k, args.threads, args.prompts) >= 1, "--top_k, --threads and --prompts",
             (args.top_k, args.threads, args.prompts), "at least 1")
     return args
@@ -54,6 +56,9 @@ def generate(args):
     llm = load_llama(args.gguf, args.threads, seed=args.seed)
     prompt = llm.tokenize(args.start.encode(), add_bos=False, special=True)
     require(len(prompt) >= 1, "--start", args.start, "text that has at least one token")
+    room = llm.n_ctx() - len(prompt)  # llama.cpp's context holds the prompt and every new token: no window
+    require(args.max_new_tokens <= room, "--max_new_tokens", args.max_new_tokens,
+            f"at most {max(room, 0)}: the model's context of {llm.n_ctx()} tokens less the prompt's {len(prompt)}")
     print(args.start, end="", flush=True)
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span tokens
     started, new = time.perf_counter(), []
@@ -75,24 +80,28 @@ def check(args):
     ours = build_model(ckpt).eval()
     data = Path(args.data_dir) / ckpt["settings"]["dataset"]
     ids = split_ids(data, read_meta(data), "val")
-    starts = np.linspace(0, len(ids) - PROMPT_TOKENS - 1, args.prompts).astype(int)
+    # 16 + 32 tokens, within a small model's context (llama.cpp's has no window to restart)
+    block_size = ours.config.block_size
+    n_prompt = min(PROMPT_TOKENS, block_size // 2)
+    n_new = min(NEW_TOKENS, block_size - n_prompt)
+    starts = np.linspace(0, len(ids) - n_prompt - 1, args.prompts).astype(int)
     llm = load_llama(args.gguf, args.threads, logits_all=True)
     same, first, gaps = 0, [], []
     for start in starts:
-        prompt = ids[start:start + PROMPT_TOKENS].tolist()
+        prompt = ids[start:start + n_prompt].tolist()
         with torch.no_grad():
-            mine = torch.cat(list(ours.generate(torch.tensor([prompt]), NEW_TOKENS, temperature=0)), dim=1)[0].tolist()
-        theirs = greedy(llm, prompt, NEW_TOKENS)
+            mine = torch.cat(list(ours.generate(torch.tensor([prompt]), n_new, temperature=0)), dim=1)[0].tolist()
+        theirs = greedy(llm, prompt, n_new)
         same += theirs == mine
-        first.append(next((i for i, (a, b) in enumerate(zip(theirs, mine)) if a != b), NEW_TOKENS))
-        if first[-1] < NEW_TOKENS:  # how close our own two likeliest tokens were there: a near tie flips on rounding
+        first.append(next((i for i, (a, b) in enumerate(zip(theirs, mine)) if a != b), n_new))
+        if first[-1] < n_new:  # how close our own two likeliest tokens were there: a near tie flips on rounding
             with torch.no_grad():
                 logits = ours(torch.tensor([prompt + mine[:first[-1]]]))[0][0, -1]
             top = logits.topk(2).values
             gaps.append(float((top[0] - top[1]) / (logits.max() - logits.min())))
     llm.close()
-    print(f"{args.gguf}: {same} of {len(starts)} held-out prompts of {data} give the same {NEW_TOKENS} greedy tokens in "
-          f"llama.cpp as in {args.check}; the first token that differs, per prompt: {first} ({NEW_TOKENS}: none)"
+    print(f"{args.gguf}: {same} of {len(starts)} held-out prompts of {data} give the same {n_new} greedy tokens in "
+          f"llama.cpp as in {args.check}; the first token that differs, per prompt: {first} ({n_new}: none)"
           + (f"; there our top two logits were {', '.join(f'{g:.1e}' for g in gaps)} of their range apart" if gaps else ""))
     return same, first, gaps
 
