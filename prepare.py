@@ -16,6 +16,7 @@ loss mask beside the bins (tablefree/sft.py).
 """
 
 import argparse
+import binascii
 import hashlib
 import itertools
 import json
@@ -129,9 +130,15 @@ def build_tokenizer(args, stream, directory):
     """Write tokenizer.tiktoken into directory; return its meta.json entry and its ranks."""
     if args.tokenizer_from:  # the file copied byte for byte, so train.py can tell it is the same tokenizer
         info = read_meta(args.tokenizer_from)["tokenizer"]
-        text = (Path(args.tokenizer_from) / info["file"]).read_bytes()
+        path = Path(args.tokenizer_from) / info["file"]
+        try:
+            text = path.read_bytes()
+            ranks = parse_ranks(text)
+        except (OSError, ValueError, binascii.Error) as e:
+            raise UserError(f"cannot read the tokenizer {path} ({type(e).__name__}); prepare {args.tokenizer_from} "
+                            f"again, or give --tokenizer_from another prepared dataset") from None
         (directory / "tokenizer.tiktoken").write_bytes(text)
-        return {**info, "file": "tokenizer.tiktoken"}, parse_ranks(text)
+        return {**info, "file": "tokenizer.tiktoken"}, ranks
     try:
         if args.tokenizer == "bpe":
             id_dtype(args.vocab_size)  # refuse an impossible vocabulary before any work
@@ -285,7 +292,8 @@ def parse_args(argv=None):
     p.add_argument("--tokenizer_from", help="a prepared dataset's folder: encode with its tokenizer (to fine-tune a model trained on it)")
     p.add_argument("--sft", action="store_true", help="--input is JSONL of {\"prompt\", \"response\"} pairs: bins plus a loss mask")
     p.add_argument("--block_size", type=int, default=1024, help="--sft: drop examples longer than this many tokens")
-    p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary including end-of-text")
+    p.add_argument("--vocab_size", type=int, default=None,
+                   help="BPE vocabulary including end-of-text and the reserved ids (default 1024; only with --tokenizer bpe)")
     p.add_argument("--bpe_chars", type=float, default=200_000_000, help="train the BPE on at most this many characters (2e9 is fine)")
     p.add_argument("--val_fraction", type=float, default=0.1)
     p.add_argument("--max_tokens", type=float, default=float("inf"), help="stop at the first document boundary after the train split has this many tokens")
@@ -294,6 +302,10 @@ def parse_args(argv=None):
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bars, even on a terminal")
     args = p.parse_args(argv)
+    if args.vocab_size is not None and (args.tokenizer_from or args.tokenizer != "bpe"):
+        raise UserError(f"--vocab_size sets the size of a BPE trained here, but --tokenizer_from or --tokenizer "
+                        f"{args.tokenizer} brings its own vocabulary; drop --vocab_size")
+    args.vocab_size = args.vocab_size or 1024
     require(args.vocab_size >= 259, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
             "at least 259 (a reserved id 0, 256 bytes, 1 merge, end of text)")
     require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")

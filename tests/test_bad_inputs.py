@@ -99,6 +99,8 @@ def world(data_dir, tmp_path_factory):
     (runs / "weights").mkdir()  # the weights alone: enough to sample from, not to resume
     torch.save({key: ckpt[key] for key in ("model", "model_config", "tokenizer")}, runs / "weights" / "ckpt.pt")
     (runs / "empty").mkdir()
+    shutil.copytree(data / "tiny", root / "garbled")  # a dataset whose rank file is not one
+    (root / "garbled" / "tokenizer.tiktoken").write_text("not base64 at all\n")
     (runs / "zero").mkdir()
     (runs / "zero" / "ckpt.pt").write_bytes(b"")  # a 0-byte checkpoint (a full disk, a killed copy)
     shutil.copytree(data / "tiny", root / "data2" / "tiny")  # the run's dataset, prepared again since
@@ -162,6 +164,12 @@ CASES = [
     ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),
     ("prepare", ["--input", "{root}/missing/*.txt", "--out_dir", "{data}"], "matches no files"),
     ("prepare", ["--colour", "blue"], "unrecognized arguments: --colour blue"),
+    ("prepare", ["--tokenizer_from", "{data}/tiny", "--vocab_size", "300", "--out_dir", "{data}"],
+     "brings its own vocabulary; drop --vocab_size"),
+    ("prepare", ["--tokenizer", "gpt2", "--vocab_size", "300"], "brings its own vocabulary; drop --vocab_size"),
+    ("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/garbled", "--out_dir", "{data}",
+                 "--name", "fromgarbled"], "cannot read the tokenizer"),
+    ("extend", ["--ckpt", "{runs}/good", "--name", ""], "--name must be a file name"),
     ("train", [*TRAIN, "--n_head=3"], "must split into n_head=3 heads"),
     ("train", [*TRAIN, "--n_embd=8"], "n_embd=8 is narrower than the 9-bit code"),
     ("train", [*TRAIN, "--input=foo"], "unknown input 'foo'"),

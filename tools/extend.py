@@ -257,6 +257,8 @@ def main(argv=None):
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
+        require(args.name.strip() and "/" not in args.name, "--name", args.name,
+                "a file name (results/<name>.md), not empty and without '/'")
         results = check_output(Path(args.results_dir) / f"{args.name}.md", "--results_dir")
         check_output(results.with_suffix(".json"), "--results_dir")
         rows = []
