@@ -29,11 +29,11 @@ from tqdm import tqdm
 
 from codes import constant_ids, describe_quality
 from model import GPT
-from tablefree.checkpoint import (RunDir, build_model, finetune_from, model_state, read_code_source,
+from tablefree.checkpoint import (RunDir, build_model, finetune_from, interrupted, model_state, read_code_source,
                                   refuse_to_overwrite, resume_from, same_tokenizer, save_checkpoint)
 from tablefree.common import UserError, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
-from tablefree.cost import describe_cost, estimate_cost
+from tablefree.cost import describe_cost, dry_run_vocab_size, estimate_cost
 from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta, refuse_constant_codes
 from tablefree.device import peak_flops_of, pick_device, pick_dtype
 from tablefree.norms import input_norms
@@ -120,7 +120,7 @@ def train(settings, given=None):
     set, as when a test passes complete settings."""
     s = check_settings(settings)
     if s.dry_run:
-        print(describe_cost(estimate_cost(s, vocab_size_for_dry_run(s))))
+        print(describe_cost(estimate_cost(s, dry_run_vocab_size(s))))
         return None
 
     # ---- processes and devices: one process per device under torchrun ----
@@ -367,17 +367,6 @@ def lr_at(it, s):
     return s.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (s.learning_rate - s.min_lr)
 
 
-def vocab_size_for_dry_run(s):
-    """V for the dry run: vocab_size if set, else the prepared data's meta.json (its bins are never read)."""
-    if s.init_from != "scratch":
-        raise UserError("the dry run describes a new run from its settings; drop --init_from (a resumed run "
-                        "costs what its config did)")
-    data = Path(s.data_dir) / s.dataset
-    if not s.vocab_size and not (data / "meta.json").exists():
-        raise UserError(f"the dry run needs the vocabulary: give --vocab_size=N, or prepare {data} first")
-    return s.vocab_size or read_meta(data)["vocab_size"]
-
-
 def require_finite_val(val_loss, iter_num):
     """A non-finite validation loss stops the run before it can overwrite a good checkpoint."""
     if not math.isfinite(val_loss):
@@ -393,14 +382,6 @@ def skip_nonfinite(policy, loss, norm, iter_num, log):
         raise UserError(f"{what} at step {iter_num}; stopped before updating the weights, the last "
                         f"checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
     log({"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
-
-
-def interrupted(iter_num, out):
-    """The one line Ctrl-C ends a run with: where it stopped and how to go on."""
-    if not (Path(out) / "ckpt.pt").exists():
-        return f"interrupted at step {iter_num}, before the first checkpoint; start the run again"
-    return (f"interrupted at step {iter_num}; {out}/ckpt.pt holds the last evaluation's step: continue with "
-            f"python train.py --init_from=resume --out_dir={out}")
 
 
 def rank_checksums(model, world):

@@ -113,6 +113,14 @@ class RunDir:
         os.close(self.lock)
 
 
+def interrupted(iter_num, out):
+    """The one line Ctrl-C ends a run with: where it stopped and how to go on."""
+    if not (Path(out) / "ckpt.pt").exists():
+        return f"interrupted at step {iter_num}, before the first checkpoint; start the run again"
+    return (f"interrupted at step {iter_num}; {out}/ckpt.pt holds the last evaluation's step: continue with "
+            f"python train.py --init_from=resume --out_dir={out}")
+
+
 def find_checkpoint(path, flag="--ckpt"):
     """The checkpoint file for a run directory or a file path; flag: the option that named it."""
     path = Path(path)

@@ -13,11 +13,14 @@ same probes measure the weights' copies a forward makes (autocast's, a ternary b
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
 from model import GPT
+from tablefree.common import UserError
 from tablefree.configurator import model_config
+from tablefree.data import read_meta
 from tablefree.device import DTYPES, GPU_PEAK_BF16
 
 PROBE_TOKENS = 32  # tokens per probe sequence: small, and past every shape's constant parts
@@ -147,3 +150,14 @@ def duration(hours):
     if hours >= 1:
         return f"{three(hours)} h"
     return f"{three(60 * hours)} min" if hours >= 1 / 60 else f"{three(3600 * hours)} s"
+
+
+def dry_run_vocab_size(s):
+    """V for the dry run: vocab_size if set, else the prepared data's meta.json (its bins are never read)."""
+    if s.init_from != "scratch":
+        raise UserError("the dry run describes a new run from its settings; drop --init_from (a resumed run "
+                        "costs what its config did)")
+    data = Path(s.data_dir) / s.dataset
+    if not s.vocab_size and not (data / "meta.json").exists():
+        raise UserError(f"the dry run needs the vocabulary: give --vocab_size=N, or prepare {data} first")
+    return s.vocab_size or read_meta(data)["vocab_size"]

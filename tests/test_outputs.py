@@ -117,7 +117,7 @@ def test_kill_9_during_prepare_leaves_the_old_dataset_or_the_new_one(tmp_path, m
     directory = tmp_path / "data" / "x"
     before, old_sha = files(directory), whole_dataset(directory)
     new = corpus(tmp_path / "new", ["queen", "castle", "gold", "grey"])
-    assert killed_at(PREPARE, ["--input", new, *argv], module, name, at) == -9
+    assert killed_at(PREPARE, ["--input", new, *argv, "--force"], module, name, at) == -9  # replacing it, as asked
     sha = whole_dataset(directory)
     assert sha == old_sha and files(directory) == before or sha != old_sha  # the old one whole, or the new one
 
