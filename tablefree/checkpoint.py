@@ -175,6 +175,9 @@ def read_code_source(path, vocab_size):
                         f"tokens; derive the codes from a table of this dataset's tokenizer")
     if not torch.isfinite(source).all():
         raise UserError(f"--codes_from {path} holds non-finite values; give a finite table")
+    if (source == source[0]).all():  # no principal component: every token would get one code
+        raise UserError(f"--codes_from {path} has every row equal, so all tokens would share one code; give a "
+                        f"trained table")
     return source
 
 

@@ -121,6 +121,7 @@ def world(data_dir, tmp_path_factory):
     packed["sha256"] = tensors_sha256(packed["model"], packed["ternary"])
     torch.save(packed, runs / "bad.ternary.pt")
     torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
+    torch.save(torch.ones(300, 64), root / "flat.pt")  # every row equal: one code for every token
     gguf_files(root, runs)
     return root
 
@@ -231,6 +232,7 @@ CASES = [
     ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; drop --init_from"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim=100000 is more than the longest token's"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/flat.pt"], "has every row equal"),
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],
      "BPE tokens, not --vocab_size 5,000; give --vocab_size"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
