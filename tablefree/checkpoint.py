@@ -99,7 +99,7 @@ class RunDir:
         write_atomic(self.out / "config.json", json.dumps(self.record, indent=2))
         path = self.out / "log.jsonl"
         if path.exists():  # a resumed run keeps what was logged up to its checkpoint; a new one nothing
-            kept = [r for r in read_log(path) if self.resumed and r["iter"] <= self.iter_num]
+            kept = [r for r in read_log(path) if r["iter"] <= self.iter_num] if self.resumed else []
             write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
         self.started = True
 

@@ -122,9 +122,9 @@ def split_counts(directory, meta):
     """How often each id occurs in the train and val splits: int64 (2, V). Read from counts.npy,
     which prepare.py writes; a dataset prepared before it had one is counted from its bins (one
     pass over them, as open_split's check already makes)."""
-    path = Path(directory) / meta.get("counts", "counts.npy")
     if "counts" not in meta:
         return np.stack([token_counts(directory, meta, split) for split in ("train", "val")])
+    path = Path(directory) / meta["counts"]
     try:
         counts = np.load(path, allow_pickle=False)
         if counts.shape != (2, meta["vocab_size"]):

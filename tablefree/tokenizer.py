@@ -57,7 +57,8 @@ def train_bpe(texts, vocab_size, progress=True):
     if not 258 < vocab_size <= 2 ** 32:
         raise ValueError(f"--vocab_size {vocab_size} must be between 259 (id 0, 256 bytes, 1 merge, end-of-text) "
                          f"and 2^32")
-    tokens = vocab_size - len(reserved_ids(vocab_size))  # bytes, merges and end-of-text
+    reserved = len(reserved_ids(vocab_size))
+    tokens = vocab_size - reserved  # bytes, merges and end-of-text
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     trainer = trainers.BpeTrainer(vocab_size=tokens - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -67,12 +68,12 @@ def train_bpe(texts, vocab_size, progress=True):
     ranks = {bytes([b]): 1 + b for b in range(256)}  # id 0 is reserved
     for left, right in _merges(bpe):
         token = bytes(to_byte[c] for c in left + right)
-        ranks.setdefault(token, 1 + len(ranks))
+        ranks.setdefault(token, 1 + len(ranks))  # rank = order learned, as tiktoken's merge rule needs
     if len(ranks) < tokens - 1:
-        given = len(ranks) + 1 + len(reserved_ids(vocab_size))  # the text has fewer distinct pairs than asked
+        given = len(ranks) + 1 + reserved  # the text has fewer distinct pairs than asked
         raise ValueError(f"the training text gives only {given:,} BPE tokens, not --vocab_size {vocab_size:,}; "
                          f"give --vocab_size {given} or more text")
-    return ranks, len(ranks) + 1  # the ids 1 .. len(ranks) are taken; the next is free (reserved_ids: 0, V-1)
+    return ranks, len(ranks) + 1  # ids 1 .. len(ranks) are taken: the next is the last one reserved_ids leaves
 
 
 def _merges(bpe):
