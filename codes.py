@@ -32,6 +32,7 @@ the device of the ids they were computed from. Bit order throughout is most sign
 first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1].
 """
 
+import hashlib
 import random
 
 import numpy as np
@@ -230,6 +231,13 @@ def sign_pca(source: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor
     largest = components.abs().argmax(dim=1, keepdim=True)  # (D, 1)
     components = components * components.gather(1, largest).sign()
     return sign_project(source, mean, components), mean, components
+
+
+def source_digest(source: torch.Tensor) -> torch.Tensor:
+    """sha256 of a source table as float64, row-major, little-endian: uint8 (32,), the name frozen
+    codes keep of the table they were derived from."""
+    data = source.double().contiguous().cpu().numpy().astype("<f8").tobytes()
+    return torch.tensor(list(hashlib.sha256(data).digest()), dtype=torch.uint8)
 
 
 def sign_project(rows: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:

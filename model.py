@@ -14,26 +14,27 @@ Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:26
 byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); the frozen sign-PCA code is the
 recipe the 1.7B-class follow-up describes for its ternary system; codes.py has the formulas.
 The body's Linears are float, or ternary (GPTConfig.body = 'ternary': BitNet b1.58, tablefree/ternary.py).
-Everything after the input is the same GPT in every variant, with an untied trainable head:
-GPT-2's pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are
-Unsupervised Multitask Learners"), with rotary positions instead of a position table.
+Everything after the input is the same GPT in every variant, with an untied trainable head (or
+for frozen, GPTConfig.head = 'codes': its codes read back as the output, CodeHead): GPT-2's
+pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are Unsupervised
+Multitask Learners"), with rotary positions instead of a position table.
 """
 
-import hashlib
 import inspect
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
 from codes import (affine_code, binary_code, byte_buffer, code_bits, code_quality, code_values, kronecker_values,
-                   lift_index, pack_bits, random_affine, sign_pca, sign_project, unpack_bits)
+                   lift_index, pack_bits, random_affine, sign_pca, source_digest, unpack_bits)
 from tablefree.sampling import choose
 from tablefree.ternary import BitLinear
 
 BODIES = ("float", "ternary")
+HEADS = ("untied", "codes")
 
 
 class Rotary(nn.Module):
@@ -152,28 +153,12 @@ class Block(nn.Module):
 INPUTS = ("learned", "binary", "affine", "kronecker", "frozen")  # the one list of input interfaces
 
 
-def mean_rows(table, pieces):
-    """One new row per new token: the mean of its pieces' rows of table (V, n). (M, n)"""
-    return torch.stack([table[list(p)].mean(dim=0) for p in pieces])
-
-
-class LearnedInput(nn.Embedding):
-    """The usual trainable table, nn.Embedding(V, n_embd): the baseline."""
-
-    def add_tokens(self, pieces, new_bytes, source):
-        """New words' rows start as the mean of their pieces' rows."""
-        self.weight = nn.Parameter(torch.cat([self.weight, mean_rows(self.weight, pieces)]))
-        self.num_embeddings = self.weight.size(0)
-        return {}
-
-
 class BinaryCodeInput(nn.Module):
     """x(t) = R bin_K(t): the papers' fixed minimal code, lifted to n_embd. No parameters."""
 
     def __init__(self, config, bits=None):
         super().__init__()
         self.bits = bits or code_bits(config.vocab_size) + config.extra_bits  # K (frozen: its D)
-        self.vocab_size = config.vocab_size
         self.values = config.code_values  # '01' or 'pm1'
         # which bit feeds each model dimension; derived from the config, so not saved
         lift = lift_index(self.bits, config.n_embd, config.lift)  # (n_embd,)
@@ -181,14 +166,6 @@ class BinaryCodeInput(nn.Module):
 
     def code(self, idx):
         return binary_code(idx, self.bits)  # (B, T, K) uint8
-
-    def add_tokens(self, pieces, new_bytes, source):
-        """New words are coded by their ids, free, while codes last: the trained model reads K
-        bits, so of V + M ids only 2^K have a code of their own; past it id t reads only its low
-        K bits and gets the code of t mod 2^K, an old token's (V = 2^K leaves no free code)."""
-        free = 2 ** self.bits - self.vocab_size
-        self.vocab_size += len(pieces)
-        return {"free_codes": free, "aliased": max(0, len(pieces) - free)}
 
     def forward(self, idx):
         return code_values(self.code(idx)[..., self.lift], self.values)  # (B, T, n_embd) float32
@@ -244,13 +221,6 @@ class KroneckerInput(nn.Module):
             state_dict[prefix + "cells"] = state_dict.pop(prefix + "weight").t().contiguous()
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def add_tokens(self, pieces, new_bytes, source):
-        """New words are coded by their bytes, free: the projection W is shared by every token."""
-        token_bytes, lengths = byte_buffer(new_bytes, self.pos_dim)
-        self.token_bytes = torch.cat([self.token_bytes, token_bytes.to(self.token_bytes.device)])
-        self.lengths = torch.cat([self.lengths, lengths.to(self.lengths.device)])
-        return {}
-
     def forward(self, idx):
         (B, T), D = idx.size(), self.cells.size(0)
         positions = torch.arange(self.pos_dim, device=idx.device)  # (pos_dim,)
@@ -269,12 +239,6 @@ def frozen_dim(config):
     """D, the frozen code's bits per token: code_dim, at most n_embd and V - 1. A model narrower
     than code_dim keeps its n_embd leading components, so the lift never has to drop bits."""
     return min(config.code_dim, config.n_embd, config.vocab_size - 1)
-
-
-def source_digest(source):
-    """sha256 of a source table as float64, row-major, little-endian: uint8 (32,)."""
-    data = source.double().contiguous().numpy().astype("<f8").tobytes()
-    return torch.tensor(list(hashlib.sha256(data).digest()), dtype=torch.uint8)
 
 
 class FrozenCodeInput(BinaryCodeInput):
@@ -317,16 +281,35 @@ class FrozenCodeInput(BinaryCodeInput):
     def code(self, idx):
         return unpack_bits(self.packed[idx], self.bits)  # (B, T, D) uint8
 
-    def add_tokens(self, pieces, new_bytes, source):
-        """A new word's code: its source row, the mean of its pieces' rows of the source table
-        (checked against the recorded sha256), projected with the saved mean and components."""
-        if source is None or not torch.equal(source_digest(source), self.source_sha256.cpu()):
-            raise ValueError("the frozen codes' source table is missing or is not the one they were derived "
-                             "from (sha256 differs); give the original table")
-        bits = sign_project(mean_rows(source.double(), pieces), self.mean.cpu(), self.components.cpu())  # (M, D)
-        self.packed = torch.cat([self.packed, pack_bits(bits).to(self.packed.device)])
-        self.vocab_size += len(pieces)
-        return {}
+
+CODE_CHUNK = 8192  # rows of the code table unpacked at a time: 16 MB of float32 at D = 512, whatever V
+
+
+class CodeHead(nn.Module):
+    """logits = z C^T / sqrt(D) + b (head='codes'): the frozen code read back as the output.
+
+    C (V, D) is the frozen input's own sign code as +-1, the bits FrozenCodeInput reads, so one
+    frozen table serves input and output, as in the frozen-code paper (whose model replaces
+    Gemma's tied table); z = W ln_f(h) is a learned n_embd -> D projection and b a learned bias
+    per token. No V x n_embd trainable matrix: the trainable head is n_embd x D + V. b is learned
+    (our choice; the QLNI SHADOW models fix it at unigram log-frequencies): it follows the data a
+    model is trained or fine-tuned on, and a model needs no token counts to be built. C is
+    unpacked CODE_CHUNK rows at a time, never as a whole V x D float table."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.dim = frozen_dim(config)
+        self.proj = nn.Linear(config.n_embd, self.dim, bias=False)  # W
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # b
+
+    def signs(self, packed, dtype):
+        """Bit-packed codes (N, ceil(D / 8)) -> (N, D) of -1 and +1."""
+        return 2 * unpack_bits(packed, self.dim).to(dtype) - 1
+
+    def forward(self, x, packed):
+        z = self.proj(x) / math.sqrt(self.dim)  # (B, T, D)
+        logits = [z @ self.signs(rows, z.dtype).T for rows in packed.split(CODE_CHUNK)]  # (B, T, CODE_CHUNK) each
+        return torch.cat(logits, dim=-1) + self.bias  # (B, T, V)
 
 
 def make_input(config, vocab=None, source=None):
@@ -335,7 +318,7 @@ def make_input(config, vocab=None, source=None):
     For a new model, vocab: every token's bytes, which 'kronecker' codes; source: the V x d
     table 'frozen' derives its codes from. Both None when a state dict will fill the buffers."""
     if config.input == "learned":
-        return LearnedInput(config.vocab_size, config.n_embd)
+        return nn.Embedding(config.vocab_size, config.n_embd)  # the usual trainable table
     if config.input == "binary":
         return BinaryCodeInput(config)
     if config.input == "affine":
@@ -361,6 +344,7 @@ class GPTConfig:
     code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
     extra_bits: int = 0  # 'binary', 'affine': code with ceil(log2 V) + extra_bits bits, free codes for new ids
     tie_weights: bool = False  # share the input table with the head; 'learned' only
+    head: str = "untied"  # 'untied': a trainable V x n_embd projection; 'codes': frozen's code read back (CodeHead)
     rope_base: float = 10000.0  # rotary base, RoFormer's
     pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
     code_dim: int = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
@@ -383,6 +367,9 @@ class GPTConfig:
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads "
                              f"of even size (rotary)")
+        if self.head not in HEADS or (self.head == "codes" and self.input != "frozen"):
+            raise ValueError(f"head must be one of {HEADS}, and 'codes' reads back the frozen input's codes: "
+                             f"not head={self.head!r} with input={self.input!r}")
         if self.tie_weights and self.input != "learned":
             raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} "
                              f"has none, set tie_weights=False")
@@ -426,7 +413,10 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.head == "codes":
+            self.lm_head = CodeHead(config)
+        else:
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_weights:
             self.lm_head.weight = self.wte.weight
         self.apply(self._init_weights)
@@ -459,25 +449,15 @@ class GPT(nn.Module):
             x = block(x, rope, cache[i] if cache else None)
         x = self.ln_f(x)
         if targets is None:
-            return self.lm_head(x if all_positions else x[:, -1:, :]), None  # (B, T or 1, V)
-        logits = self.lm_head(x)  # (B, T, V)
+            return self.head(x if all_positions else x[:, -1:, :]), None  # (B, T or 1, V)
+        logits = self.head(x)  # (B, T, V)
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1),
                                ignore_index=-1)  # in float32 even under autocast
         return logits, loss
 
-    @torch.no_grad()
-    def add_tokens(self, pieces, new_bytes, source=None):
-        """Grow the vocabulary after training by M = len(pieces) tokens, ids V .. V + M - 1.
-
-        pieces[i]: the old ids new token V + i is made of; new_bytes[i]: its bytes; source: the
-        table frozen codes came from. A new head row starts as the mean of its pieces' head rows;
-        the input interface codes the new tokens its own way (its add_tokens), and says how."""
-        head = torch.cat([self.lm_head.weight, mean_rows(self.lm_head.weight, pieces)])  # (V + M, n_embd)
-        note = self.wte.add_tokens(pieces, new_bytes, source)
-        self.lm_head.weight = self.wte.weight if self.config.tie_weights else nn.Parameter(head)
-        self.lm_head.out_features = head.size(0)
-        self.config = replace(self.config, vocab_size=self.config.vocab_size + len(pieces))
-        return note
+    def head(self, x):
+        """(B, T, n_embd) -> (B, T, V) logits; the code head reads the input's codes."""
+        return self.lm_head(x, self.wte.packed) if self.config.head == "codes" else self.lm_head(x)
 
     def new_cache(self):
         return [LayerKV(self.config.block_size) for _ in self.h]
@@ -532,12 +512,15 @@ class GPT(nn.Module):
 
         A. Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways" (2022,
         arXiv:2204.02311), appendix B. An input lookup or a fixed code costs no matmul FLOPs, so
-        the input is left out.
+        the input is left out. The code head's product with the fixed codes costs 4 a weight: a
+        forward and the input's gradient, no weight gradient.
         """
         c = self.config
-        counts = self.param_counts()
-        matmul_params = counts["body"] + self.lm_head.weight.numel()
-        return 6 * matmul_params + 12 * c.n_layer * c.n_embd * c.block_size
+        if c.head == "codes":
+            head = 6 * self.lm_head.proj.weight.numel() + 4 * c.vocab_size * self.lm_head.dim
+        else:
+            head = 6 * self.lm_head.weight.numel()
+        return 6 * self.param_counts()["body"] + head + 12 * c.n_layer * c.n_embd * c.block_size
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, input_lr_scale=1.0):
         """AdamW with decay on matrices only (not biases or norms); fused kernels if supported.

@@ -59,6 +59,7 @@ lift = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
 code_values = "01"  # '01' (the papers': bits, unscaled) or 'pm1'
 extra_bits = 0  # 'binary', 'affine': K = ceil(log2 V) + extra_bits, so ids added later get codes of their own
 tie_weights = False  # only possible for 'learned'; the papers' head is untied
+head = "untied"  # 'untied' (a trainable V x n_embd projection) or 'codes' ('frozen': its codes read back)
 n_layer = 32  # the papers'
 n_head = 32  # our choice (head size 32); the papers do not give it
 n_embd = 1024  # the papers' d_model

@@ -133,6 +133,7 @@ def test_affine_maps_fix_the_constant_codes_and_only_them(bits):
 @pytest.mark.parametrize("kind", ["binary", "affine"])
 def test_extra_bits_give_new_ids_codes_of_their_own(kind):
     from model import GPT, GPTConfig
+    from tablefree.extension import add_tokens
     config = dict(vocab_size=300, n_layer=1, n_head=2, n_embd=32, block_size=8, input=kind)
     wide, plain = GPT(GPTConfig(**config, extra_bits=2)).wte, GPT(GPTConfig(**config)).wte
     assert (wide.bits, plain.bits) == (11, 9) and not list(wide.parameters())  # still no parameters
@@ -141,7 +142,7 @@ def test_extra_bits_give_new_ids_codes_of_their_own(kind):
     if kind == "binary":  # the old ids' bits unchanged, behind two leading zeros (most significant first)
         old = torch.arange(300)
         assert torch.equal(wide.code(old)[:, 2:], plain.code(old)) and not wide.code(old)[:, :2].any()
-    note = GPT(GPTConfig(**config, extra_bits=2)).add_tokens([[1, 2]] * 1000, [b"ab"] * 1000)
+    note = add_tokens(GPT(GPTConfig(**config, extra_bits=2)), [[1, 2]] * 1000, [b"ab"] * 1000)
     assert note == {"free_codes": 2048 - 300, "aliased": 0}  # 1,000 new words, none sharing a code
     with pytest.raises(ValueError, match="extra_bits .* widens the binary and affine codes"):
         GPTConfig(**{**config, "input": "learned"}, extra_bits=1)

@@ -1,4 +1,4 @@
-"""Adding words after training (tools/extend.py, GPT.add_tokens). Run: python -m pytest tests/test_extend.py"""
+"""Adding words after training (tools/extend.py, tablefree/extension.py). Run: python -m pytest tests/test_extend.py"""
 
 import json
 from collections import Counter
@@ -14,6 +14,7 @@ from model import GPT, GPTConfig
 from tablefree.checkpoint import load_checkpoint
 from tablefree.configurator import resolve
 from tablefree.data import read_meta
+from tablefree.extension import add_tokens
 from tablefree.tokenizer import load_encoding, parse_ranks, tokenizer_state
 from tools import extend
 
@@ -38,7 +39,7 @@ def test_old_tokens_are_unchanged_and_new_ones_coded_by_the_rule(kind):
     inputs, head = model.wte(old).clone(), model.lm_head.weight.clone()
     with torch.no_grad():
         logits_before = model(old, all_positions=True)[0]
-    note = model.add_tokens(PIECES, NEW_BYTES, source)
+    note = add_tokens(model, PIECES, NEW_BYTES, source)
     new = torch.arange(64, 67)[None]
     assert model.config.vocab_size == 67 and model.lm_head.weight.shape == (67, 32)
     assert torch.equal(model.wte(old), inputs) and torch.equal(model.lm_head.weight[:64], head)
@@ -62,9 +63,39 @@ def test_old_tokens_are_unchanged_and_new_ones_coded_by_the_rule(kind):
         assert torch.equal(unpack_bits(model.wte.packed[64:], 32), bits)
 
 
+def test_a_new_words_code_head_row_is_its_code():
+    """head='codes': a new token's logit is its new code read back through the projection, plus its
+    pieces' mean bias; old tokens' logits do not move. tie_weights: the head is the grown table."""
+    torch.manual_seed(0)
+    source = torch.randn(64, 40)
+    model = GPT(GPTConfig(vocab_size=64, block_size=64, n_layer=1, n_head=2, n_embd=32, input="frozen",
+                          codes_from="random", head="codes"), VOCAB, source).eval()
+    model.lm_head.bias.data.normal_()
+    old, bias = torch.arange(64)[None], model.lm_head.bias.clone()
+    with torch.no_grad():
+        before = model(old, all_positions=True)[0]
+    add_tokens(model, PIECES, NEW_BYTES, source)
+    assert model.lm_head.bias.shape == (67,) and not any(p.size(0) == 67 and p.dim() == 2 for p in model.parameters())
+    rows = torch.stack([source[p].double().mean(dim=0) for p in PIECES])
+    codes = sign_project(rows, model.wte.mean, model.wte.components)  # (3, D): the input's new codes
+    assert torch.equal(unpack_bits(model.wte.packed[64:], 32), codes)
+    assert torch.allclose(model.lm_head.bias[64:], torch.stack([bias[p].mean() for p in PIECES]))
+    with torch.no_grad():
+        h = model.ln_f(model.h[0](model.wte(old).float(), model.rotary(0, 64)))  # (1, 64, n_embd)
+        after = model(old, all_positions=True)[0]
+    z = model.lm_head.proj(h).double() / 32 ** 0.5  # (1, 64, D)
+    assert torch.allclose(after[..., 64:].double(), z @ (2 * codes.double() - 1).T + model.lm_head.bias[64:].double(),
+                          atol=1e-5)
+    assert torch.equal(after[..., :64], before)
+    tied = GPT(GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_head=2, n_embd=32, input="learned",
+                         tie_weights=True))
+    add_tokens(tied, PIECES, NEW_BYTES)
+    assert tied.lm_head.weight is tied.wte.weight and tied.wte.weight.shape == (67, 32)
+
+
 def test_binary_codes_are_free_while_they_last():
     model = GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=32, input="binary"))
-    note = model.add_tokens([[0, 1]] * 16, [b"x"] * 16)  # 64 - 50 = 14 free codes, then 2 alias
+    note = add_tokens(model, [[0, 1]] * 16, [b"x"] * 16)  # 64 - 50 = 14 free codes, then 2 alias
     assert note == {"free_codes": 14, "aliased": 2}
     assert torch.equal(model.wte.code(torch.tensor([64, 65])), binary_code(torch.tensor([0, 1]), 6))
 
@@ -72,12 +103,12 @@ def test_binary_codes_are_free_while_they_last():
 def test_frozen_refuses_another_source():
     model, source = tiny("frozen")
     with pytest.raises(ValueError, match="sha256 differs"):
-        model.add_tokens(PIECES, NEW_BYTES, source + 1)
+        add_tokens(model, PIECES, NEW_BYTES, source + 1)
 
 
 def test_adaptation_moves_only_the_new_rows():
     model, _ = tiny("learned")
-    model.add_tokens(PIECES, NEW_BYTES)
+    add_tokens(model, PIECES, NEW_BYTES)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     ids = torch.randint(0, 67, (400,), generator=torch.Generator().manual_seed(0)).numpy()
     extend.adapt(model, ids, 64, steps=5, lr=1e-2, batch_size=4)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import train
-from codes import average_ranks, code_quality, pack_bits, sign_pca, sign_project, unpack_bits
+from codes import average_ranks, code_quality, pack_bits, sign_pca, sign_project, source_digest, unpack_bits
 from conftest import TINY
-from model import GPT, GPTConfig, source_digest
+from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, read_code_source
 from tablefree.common import UserError
 from tablefree.configurator import resolve

@@ -58,8 +58,10 @@ def test_pack_unpack_round_trip_at_two_bits():
 
 def trained_ternary(kind="binary", steps=40):
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=300, n_layer=2, n_head=2, n_embd=64, block_size=48, input=kind, body="ternary")
-    model = GPT(config)
+    kind, _, head = kind.partition("+")  # frozen+codes: the frozen input with its code head
+    config = GPTConfig(vocab_size=300, n_layer=2, n_head=2, n_embd=64, block_size=48, input=kind, body="ternary",
+                       head=head or "untied", code_dim=48, codes_from="random" if kind == "frozen" else "")
+    model = GPT(config, source=torch.randn(300, 80) if kind == "frozen" else None)
     optimizer = model.configure_optimizers(0.0, 3e-3, (0.9, 0.95), "cpu")
     idx = torch.randint(0, 300, (4, 33), generator=torch.Generator().manual_seed(1))
     for _ in range(steps):
@@ -70,10 +72,16 @@ def trained_ternary(kind="binary", steps=40):
     return model.eval(), {"model_config": asdict(config), "tokenizer": {}}
 
 
-@pytest.mark.parametrize("kind", ["binary", "affine", "learned"])
+@pytest.mark.parametrize("kind", ["binary", "affine", "learned", "frozen+codes"])
 def test_export_decodes_the_training_models_tokens(kind):
     model, ckpt = trained_ternary(kind)
-    packed = build_model(packed_ternary(model, ckpt)).eval()
+    contents = packed_ternary(model, ckpt)
+    packed = build_model(contents).eval()
+    if kind == "frozen+codes":  # the one code table, stored and read as bits: (V, D / 8) bytes, never a float table
+        assert contents["model"]["wte.packed"].dtype == torch.uint8 and contents["model"]["wte.packed"].shape == (300, 6)
+        assert torch.equal(packed.wte.packed, model.wte.packed)
+        assert not [n for n, t in [*packed.named_parameters(), *packed.named_buffers()] if t.dim() == 2
+                    and t.is_floating_point() and t.shape[0] == 300]
     layers = [m for m in packed.modules() if isinstance(m, PackedTernaryLinear)]
     assert len(layers) == 2 * 4 and not any(isinstance(m, BitLinear) for m in packed.modules())
     assert all(m.ternary().dtype == torch.int8 for m in layers)  # no float copy of the body

@@ -14,13 +14,15 @@ same for every input interface (our choice throughout):
    token is the concatenation of two tokens, its pieces (a piece that is itself new stands for
    its own pieces, so every new token is made of old ones). They take ids V .. V + M - 1; the
    end-of-text token keeps its id V - 1.
-3. The extended model (GPT.add_tokens): a new head row is the mean of its pieces' head rows; a
-   learned table's new row the mean of its pieces' rows (or, --new_rows random, drawn from
-   N(0, 0.02^2), the table's own initialisation: the common default); binary and affine codes come from the
-   ids (aliasing past 2^K: see BinaryCodeInput.add_tokens); Kronecker codes from the bytes;
-   frozen codes from the mean of the pieces' source rows, projected as the old ones were.
+3. The extended model (tablefree/extension.py): a new head row is the mean of its pieces' head
+   rows (the code head's is the new code, its bias the pieces' mean); a learned table's new row
+   the mean of its pieces' rows (or, --new_rows random, drawn from N(0, 0.02^2), the table's own
+   initialisation: the common default); binary and affine codes come from the ids (aliasing
+   past 2^K); Kronecker codes from the bytes; frozen codes from the mean of the pieces' source
+   rows, projected as the old ones were.
 4. Optionally --adapt_steps of AdamW on the first half in the new tokenization, moving only
-   the new rows (every parameter with one row per token: the head, a learned table).
+   the new rows (every parameter with a row per token: a learned table, the head or the code
+   head's bias).
 5. Bits per byte of the second half (the bytes are the same, the token count is not) with the
    old tokenizer and model, then the new ones; and the loss by train-count bucket of the old
    tokens, with the new tokens as their own bucket.
@@ -43,6 +45,7 @@ import torch
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
 from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
+from tablefree.extension import add_tokens
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
 from tools.probes import bucket_losses
 from tools.scoring import run_val, token_losses
@@ -129,9 +132,12 @@ def encode_docs(enc, docs):
     return np.array([t for d in docs for t in (*enc.encode_ordinary(d), enc.eot_token)], dtype=np.int64)
 
 
+PER_TOKEN = ("wte.weight", "lm_head.weight", "lm_head.bias")  # the parameters with a row for each token
+
+
 def adapt(model, ids, old_vocab, steps, lr, batch_size, seed=0):
     """steps of AdamW on windows of ids, moving only the rows of new tokens (ids >= old_vocab)."""
-    rows = [p for p in model.parameters() if p.dim() == 2 and p.size(0) == model.config.vocab_size]
+    rows = [p for name, p in model.named_parameters() if name in PER_TOKEN]
     for p in model.parameters():
         p.requires_grad_(any(p is r for r in rows))
     for p in rows:
@@ -181,7 +187,7 @@ def extend_run(path, args):
     codes_from = ckpt["model_config"].get("codes_from")
     source = read_code_source(codes_from, V) if codes_from else None  # frozen codes' table, for new words
     try:
-        note = model.add_tokens(pieces, [a + b for a, b in merges], source)
+        note = add_tokens(model, pieces, [a + b for a, b in merges], source)
     except ValueError as e:
         raise UserError(f"{path}: {e}") from None
     table = args.new_rows if ckpt["model_config"]["input"] == "learned" else None  # only a table has rows to draw

@@ -37,7 +37,7 @@ import numpy as np
 from tablefree.common import UserError, replacing
 from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary
 from tablefree.tokenizer import EOT, GPT2_PATTERN, parse_ranks
-from tools.hf import bias_or_zeros, bpe_merges, input_table, spelled
+from tools.hf import bias_or_zeros, bpe_merges, input_table, neox_head, spelled
 from tools.llamacpp import gguf_package
 
 FLOAT_TYPES = ("F32", "F16", "Q8_0")
@@ -49,6 +49,7 @@ FILE_TYPES = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0", "TQ2
 def check_type(config, pattern, gguf_type):
     """gguf_type if this model (and its tokenizer's split pattern) can be stored as it; else the
     one-line refusal."""
+    neox_head(config, "llama.cpp")
     types = TERNARY_TYPES if config.body == "ternary" else FLOAT_TYPES
     if gguf_type not in types:
         raise UserError(f"the checkpoint's body is {config.body!r}: store it as {', '.join(types)}, not {gguf_type} "

@@ -18,7 +18,8 @@ trained table; for the fixed codes (binary, affine, frozen) it is the lifted cod
 for kronecker W kappa(t), its trained projection of the fixed byte code. The model card
 (README.md in the folder) says which, and that such a table is derived, not trained: fine-tune
 with the embedding frozen to keep the model what it was. A ternary body is refused: its
-activations are quantised too, which NeoX's float Linears cannot express.
+activations are quantised too, which NeoX's float Linears cannot express; so is frozen's code
+head (head='codes'), whose bias per token NeoX's output layer lacks.
 """
 
 import importlib.util
@@ -171,12 +172,21 @@ HF_FILES = ("model.safetensors", "config.json", "generation_config.json", "token
             "special_tokens_map.json", "README.md")  # what export_hf writes, and all it may replace
 
 
+def neox_head(config, where):
+    """Refuse a model whose head GPT-NeoX's output layer (transformers' and llama.cpp's) cannot hold."""
+    if config.head == "codes":
+        raise UserError(f"the model reads its frozen codes back as its head (head='codes'), with a bias per token, "
+                        f"which GPT-NeoX's output layer in {where} lacks; export --format ternary (a ternary body) or "
+                        f"sample it with sample.py")
+
+
 def export_hf(model, ckpt, out, flag="--out"):
     """Write the transformers folder `out` whole, or leave any old one as it was; refuse a folder
     that holds anything else (a run, a dataset), naming `flag`, the option that chose out."""
     if importlib.util.find_spec("safetensors") is None:  # checked before anything is written
         raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt")
     config = model.config
+    neox_head(config, "transformers")
     if config.body != "float":
         raise UserError(f"the checkpoint's body is {config.body!r}: its activations are quantised, which GPT-NeoX "
                         f"cannot express; export it with --format ternary")

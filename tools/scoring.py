@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from tablefree.common import UserError
 from tablefree.data import bits_per_byte
+from tablefree.extension import add_tokens
 from tablefree.tokenizer import token_bytes, vocab_bytes
 from tools.probes import layer_cosines, typo_metrics
 from tools.tasks import load_rows, to_docs
@@ -225,7 +226,7 @@ def spare_ids(model, enc, prompts):
                         f"model's input is {model.config.input!r}: score echo instead")
     strings = [" " + p["string"] if " " + p["string"] in p["prompt"] else p["string"] for p in prompts]
     V, model = model.config.vocab_size, copy.deepcopy(model)
-    model.add_tokens([enc.encode_ordinary(s) for s in strings], [s.encode("utf-8") for s in strings])
+    add_tokens(model, [enc.encode_ordinary(s) for s in strings], [s.encode("utf-8") for s in strings])
     ids = []
     for i, (p, s) in enumerate(zip(prompts, strings)):
         before, _, after = p["prompt"].partition(s)
