@@ -1,4 +1,4 @@
-"""The frozen-code paper's run: a Gemma-3-270M-shaped body, input = 'frozen' (512 sign-PCA bits), against learned_270m.py.
+"""The frozen-code paper's run: a Gemma-3-270M-shaped body, 512 sign-PCA bits in and out, against learned_270m.py.
 
 From the frozen-code paper (an abstract without a title or arXiv id in our sources; see
 docs/papers.md): one frozen table of 512-bit codes, 16 MB, derived by principal components and
@@ -14,8 +14,11 @@ Our blocks at that shape, and what differs from Gemma's architecture (our choice
   one key/value head (the same 1.64M weights a layer); no sliding-window layers, no QK-norm;
 - LayerNorm, not RMSNorm; no embedding scaling; rotary base 10,000 in every layer;
 - context 1,024, not 32,768 (the paper does not say what it trained at);
-- the head: ours is a trainable untied 262,144 x 640 projection (the brief's); the paper's
-  numbers (2.6x the trainable parameters, a 46 MB ternary file) suggest its frozen model has none;
+- the head, as the paper's model has it: one frozen table for input and output (head='codes':
+  logits = z C^T / sqrt(D) + b over the same 512-bit codes, z a learned 640 -> 512 projection,
+  b a learned bias per token; model.py's CodeHead), so the frozen model trains 100.9M
+  parameters (the paper: about 100M) against the tied learned control's 268.1M, 2.66x (the
+  paper: 2.6x); the input stays the papers' tiled lift of the code, with no learned projection;
 - the codes: the paper derives them from Gemma 3's pretrained table, which belongs to Gemma's
   SentencePiece tokenizer that prepare.py cannot write; ours come from the learned control's
   final table (codes_from), on our own 262,144-token BPE: run learned_270m.py first, and count
@@ -29,12 +32,13 @@ step for 3,910 steps (= 2.05B tokens), AdamW 6e-4 -> 6e-5 with 200 warmup steps,
     torchrun --nproc_per_node=8 train.py config/frozen_270m.py
 
 Estimated cost, from `python train.py config/frozen_270m.py --dry_run=True`:
-    parameters: 268,065,920 trainable = input 0 + body 100,293,760 + head 167,772,160; fixed input code 17,105,570 values
-    compute: 1.75e+09 FLOP a token x 2.05B tokens (3,910 steps of 524,288) = 3.62e+18 FLOP, evaluations included (0.8%)
-    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 1.09 GB + gradients 1.07 GB + AdamW state 2.14 GB + weight copies 536 MB + activations 25.8 GB = 30.6 GB
-    wall time at 40% MFU: 8 x H100 19.1 min (2.54 GPU-hours); 8 x A100 1.01 h (8.05 GPU-hours)
+    parameters: 100,883,584 trainable = input 0 + body 100,293,760 + head 589,824; fixed input code 17,105,570 values
+    compute: 1.28e+09 FLOP a token x 2.05B tokens (3,910 steps of 524,288) = 2.65e+18 FLOP, evaluations included (0.8%)
+    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 424 MB + gradients 404 MB + AdamW state 807 MB + weight copies 470 MB + activations 25.8 GB = 27.9 GB
+    wall time at 40% MFU: 8 x H100 14.0 min (1.86 GPU-hours); 8 x A100 44.3 min (5.90 GPU-hours)
 """
 input = "frozen"
+head = "codes"
 code_dim = 512
 codes_from = "out-270m-learned"
 out_dir = "out-270m-frozen"

@@ -5,14 +5,16 @@ learned control); its docstring gives the shape, what differs from Gemma's and t
 command. Our choice: the float runs' recipe, untuned for the ternary body.
 
     torchrun --nproc_per_node=8 train.py config/frozen_270m_ternary.py
+    python -m tools.export --ckpt out-270m-frozen-ternary   # one packed file of about 46 MB (docs/inference.md)
 
 Estimated cost, from `python train.py config/frozen_270m_ternary.py --dry_run=True`:
-    parameters: 268,065,920 trainable = input 0 + body 100,293,760 + head 167,772,160; fixed input code 17,105,570 values
-    compute: 1.75e+09 FLOP a token x 2.05B tokens (3,910 steps of 524,288) = 3.62e+18 FLOP, evaluations included (0.8%)
-    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 1.09 GB + gradients 1.07 GB + AdamW state 2.14 GB + weight copies 737 MB + activations 29.4 GB = 34.5 GB
-    wall time at 40% MFU: 8 x H100 19.1 min (2.54 GPU-hours); 8 x A100 1.01 h (8.05 GPU-hours)
+    parameters: 100,883,584 trainable = input 0 + body 100,293,760 + head 589,824; fixed input code 17,105,570 values
+    compute: 1.28e+09 FLOP a token x 2.05B tokens (3,910 steps of 524,288) = 2.65e+18 FLOP, evaluations included (0.8%)
+    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 424 MB + gradients 404 MB + AdamW state 807 MB + weight copies 670 MB + activations 29.4 GB = 31.7 GB
+    wall time at 40% MFU: 8 x H100 14.0 min (1.86 GPU-hours); 8 x A100 44.3 min (5.90 GPU-hours)
 """
 input = "frozen"
+head = "codes"
 code_dim = 512
 codes_from = "out-270m-learned"
 out_dir = "out-270m-frozen-ternary"

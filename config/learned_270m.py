@@ -1,18 +1,20 @@
-"""The frozen-code paper's control: the Gemma-3-270M-shaped body with a learned 262,144 x 640 input table.
+"""The frozen-code paper's control: the Gemma-3-270M-shaped body with a learned 262,144 x 640 table, tied.
 
-Identical to config/frozen_270m.py but for the input (a trainable table, 167.8M parameters) and
-`out_dir`; its docstring gives the shape, what differs from Gemma's and the prepare command. Its
-final table is what frozen_270m.py derives its codes from.
+Identical to config/frozen_270m.py but for the input and head (a trainable table, 167.8M
+parameters, used for the input and the output as Gemma ties it) and `out_dir`; its docstring
+gives the shape, what differs from Gemma's and the prepare command. Its final table is what
+frozen_270m.py derives its codes from.
 
     torchrun --nproc_per_node=8 train.py config/learned_270m.py
 
 Estimated cost, from `python train.py config/learned_270m.py --dry_run=True`:
-    parameters: 435,838,080 trainable = input 167,772,160 + body 100,293,760 + head 167,772,160; fixed input code 0 values
+    parameters: 268,065,920 trainable = input 167,772,160 + body 100,293,760 + head 0; fixed input code 0 values
     compute: 1.75e+09 FLOP a token x 2.05B tokens (3,910 steps of 524,288) = 3.62e+18 FLOP, evaluations included (0.8%)
-    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 1.74 GB + gradients 1.74 GB + AdamW state 3.49 GB + weight copies 536 MB + activations 25.8 GB = 33.3 GB
+    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 1.07 GB + gradients 1.07 GB + AdamW state 2.14 GB + weight copies 536 MB + activations 25.8 GB = 30.6 GB
     wall time at 40% MFU: 8 x H100 19.1 min (2.54 GPU-hours); 8 x A100 1.01 h (8.05 GPU-hours)
 """
 input = "learned"
+tie_weights = True
 out_dir = "out-270m-learned"
 dataset = "fineweb-edu-262k"
 vocab_size = 262144
