@@ -50,6 +50,9 @@ def grow_bytes(model, pieces, new_bytes, source):
 
 def grow_frozen(model, pieces, new_bytes, source):
     wte = model.wte
+    if wte.components is None:
+        raise ValueError("a packed export keeps the frozen codes but not their derivation, which codes new words; "
+                         "extend the run's checkpoint")
     if source is None or not torch.equal(source_digest(source), wte.source_sha256.cpu()):
         raise ValueError("the frozen codes' source table is missing or is not the one they were derived "
                          "from (sha256 differs); give the original table")

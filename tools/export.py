@@ -15,9 +15,11 @@ as tokenizer.json, and a model card; how our GPT maps onto NeoX is in hf.py.
 
 ternary: the packed BitNet b1.58 model. Each ternary Linear of the body becomes 2 bits a weight
 (ternary.pack_ternary) and one float32 scale gamma; every float matrix outside the body (the
-output head, a learned input table, a Kronecker projection) is stored in float16; norms, biases
-and the input code's buffers (nothing for binary, A and b for affine, the packed codes for
-frozen) as trained; with the config and the tokenizer. It is a dict of tensors and plain
+output head or the code head's projection, a learned input table, a Kronecker projection) is
+stored in float16; norms, biases and the input code's buffers (nothing for binary, A and b for
+affine, the codes as bits for frozen, V x D / 8 bytes, read as bits, never as a float table) as
+trained; with the config and the tokenizer. Frozen's derivation, which codes new words, is left
+out: vocabulary extension works on the checkpoint. It is a dict of tensors and plain
 values, read with torch.load(weights_only=True) like a checkpoint, so sample.py and evaluate.py load
 it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 weights and
 multiply in integers (ternary.PackedTernaryLinear: at 2 bits in the C kernel, tablefree/kernel.py, or as int8).
