@@ -21,6 +21,8 @@ llama:    llama.cpp on our GGUF files beside our own inference, in experiments/b
 (train, memory, input and prepare are in experiments/bench_train.py.)
 prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
           tiktoken.encode_ordinary_batch on the same documents.
+paper:    the frozen-code paper's system at its shape (experiments/bench_paper.py): the packed
+          file's parts and size.
 """
 
 import importlib.util
@@ -31,12 +33,13 @@ from tqdm import tqdm
 
 from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_llama import bench_llama
+from experiments.bench_paper import bench_paper
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
 from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on, pick_device, pick_dtype
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
-            "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare}
+            "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare, "paper": bench_paper}
 
 
 def parse_args(argv):

@@ -15,7 +15,7 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     bench.main(["--quick", "--out", str(tmp_path / "B.md"), "--data_dir", str(tmp_path / "data")])
     report = (tmp_path / "B.md").read_text()
     results = json.loads((tmp_path / "B.json").read_text())
-    for section in ("train", "memory", "input", "generate", "prepare"):
+    for section in ("train", "memory", "input", "generate", "prepare", "paper"):
         assert f"## {section}" in report and results[section]
     if importlib.util.find_spec("llama_cpp"):  # llama.cpp's four files beside our three
         assert [(r["engine"], r["model"]) for r in results["llama"]] == [
@@ -39,6 +39,11 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     assert {r["what"].split(" (")[0] for r in results["prepare"]} >= {"prepare.py --workers 1", "tiktoken.encode_ordinary_batch alone"}
     assert all(r["tokens"] > 100_000 and r["tok_s"] > 0 for r in results["prepare"])
     assert len({r["tokens"] for r in results["prepare"][:2]}) == 1  # one and two workers write the same tokens
+    paper = results["paper"]  # the paper's widths, 2 layers, V = 8,192: 512-bit codes, a 2-bit body
+    body = 2 * (640 * (3 * 640 + 640 + 2 * 3072) // 4 + 4 * 4)  # each layer's four matrices at 2 bits, and gammas
+    assert paper["parts"]["codes (V x D bits, the input's and the head's)"] == 8192 * 512 // 8
+    assert paper["parts"]["body: ternary weights, 2 bits each, and their scales"] == body
+    assert paper["file"] > sum(paper["parts"].values())
     generate = results["generate"]
     assert len(generate) == 8 and {(r["batch"], r["kv_cache"]) for r in generate} == {(1, True), (1, False), (8, True), (8, False)}
     assert all(r["tok_s"] > 0 and 0 < r["first_token_ms"] < 1000 * r["seconds"] for r in generate)

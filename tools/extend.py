@@ -13,7 +13,7 @@ same for every input interface (our choice throughout):
    (the most frequent adjacent pair inside a pre-tokenized chunk, ties by bytes), so each new
    token is the concatenation of two tokens, its pieces (a piece that is itself new stands for
    its own pieces, so every new token is made of old ones). They take ids V .. V + M - 1; the
-   end-of-text token keeps its id V - 1.
+   end-of-text token keeps its id.
 3. The extended model (tablefree/extension.py): a new head row is the mean of its pieces' head
    rows (the code head's is the new code, its bias the pieces' mean); a learned table's new row
    the mean of its pieces' rows (or, --new_rows random, drawn from N(0, 0.02^2), the table's own
