@@ -1,6 +1,7 @@
 """Does removing the trainable input table hurt? Train every input (learned, binary, affine,
-kronecker, frozen) and a ternary body over several seeds, everything else equal, score each
-run's spelling and echo probes, and write the table: results/<name>.md, .json, .png.
+kronecker, frozen), a ternary body and the frozen-code paper's pair over several seeds,
+everything else equal, score each run's spelling and echo probes, and write the table:
+results/<name>.md, .json, .png.
 
     python prepare.py --dataset shakespeare-plays && python -m experiments.compare --preset cpu   # ~2 h, 2 cores
     python -m experiments.compare --preset gpu --nproc_per_node 8                                # the papers' table
@@ -13,7 +14,11 @@ are never redone. The Kronecker input replaces the table with a learned projecti
 trainable input parameters are not zero: the table's "input params" column says how many. The
 frozen input's codes come from the learned run of the same seed (trained first): it starts from
 what that run learned, which a like-for-like comparison with learned must keep in mind.
-'binary+ternary' is the binary input with a ternary body (body='ternary').
+A kind 'input+variant' (experiments/runs.py's VARIANTS) changes one setting: 'binary+ternary'
+is the binary input with a ternary body; 'learned+tied' ties the head to the table, as Gemma
+does; 'frozen+codes' reads its codes back as its head (head='codes'), with its codes from the
+tied run: the frozen-code paper's model against its control. Each kind is compared with its
+control (learned, or learned+tied for frozen+codes) and a variant with its input without it.
 """
 
 import json
@@ -21,14 +26,15 @@ import sys
 from pathlib import Path
 
 from codes import describe_quality
-from experiments.runs import (ROOT, probe_run, probed, pyplot, results_files, run_all, run_dir, save_figure, summarize,
-                              train_settings)
-from model import BODIES, INPUTS
+from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, pyplot, results_files, run_all,
+                              run_dir, save_figure, summarize, train_settings)
+from model import INPUTS
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
 
 PRESETS = {"cpu": "experiments/config/compare_cpu.py", "gpu": "config/binary.py"}  # in the checkout
-KINDS = (*INPUTS, "binary+ternary")  # every input with the float body, and the ternary body's cost
+# every input, the ternary body's cost, and the frozen-code paper's pair: its code head against a tied table
+KINDS = (*INPUTS, "binary+ternary", "learned+tied", "frozen+codes")
 
 
 def report(name, command, machine, summary):
@@ -45,7 +51,8 @@ def report(name, command, machine, summary):
                      f"{s['wall_s'] / 60:.1f} min |")
     lines.append("")
     for kind, s in summary.items():
-        for key, against in (("vs_learned", "learned"), ("vs_float", f"{kind.partition('+')[0]} (float body)")):
+        name, _, variant = kind.partition("+")
+        for key, against in (("vs_learned", control(kind)), ("vs_base", variant and f"{name} ({VARIANTS[variant][2]})")):
             if key in s:
                 v = s[key]
                 verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
@@ -55,15 +62,20 @@ def report(name, command, machine, summary):
     for kind, s in summary.items():
         t = s.get("steps_to_learned")
         if t and t["reached"]:
-            lines.append(f"- {kind} reaches learned's final val loss (the learned run of its seed) at step {t['steps']:,.0f} "
+            lines.append(f"- {kind} reaches {control(kind)}'s final val loss (its run of the same seed) at step {t['steps']:,.0f} "
                          f"± {t['steps_std']:,.0f} (interpolated between evaluations) in {t['reached']} of {t['seeds']} "
-                         f"seeds: {t['ratio']:.2f}x ± {t['ratio_std']:.2f} fewer steps than learned.")
+                         f"seeds: {t['ratio']:.2f}x ± {t['ratio_std']:.2f} fewer steps than {control(kind)}.")
         elif t:
-            lines.append(f"- {kind} never reaches learned's final val loss in {t['seeds']} seeds.")
+            lines.append(f"- {kind} never reaches {control(kind)}'s final val loss in {t['seeds']} seeds.")
     lines += [f"- {kind} codes, mean over seeds (each derived from the learned run of its seed): "
               f"{describe_quality(s['code_quality'])}." for kind, s in summary.items() if "code_quality" in s]
     lines += norm_table(summary)
     lines += probe_tables(summary)
+    if "frozen+codes" in summary and "learned+tied" in summary:  # the frozen-code paper's own pair
+        f, l = summary["frozen+codes"], summary["learned+tied"]
+        lines.append(f"- The frozen-code paper's pair: the tied learned table buys {f['val_loss'] - l['val_loss']:+.4f} "
+                     f"nats for {l['trainable'] / f['trainable']:.2f}x the trainable parameters of frozen with its code "
+                     f"head (the paper, at 270M and 2.05B tokens: 0.20 nats for 2.6x).")
     lines += ["", "seed spread = (max - min) / mean of the seeds' perplexities; std is the sample standard deviation.",
               "", "Context only, not comparable: the papers' 32-layer runs (17B tokens, 3 seeds) report per-token "
               "perplexity 2.44 learned, 2.36 binary, 2.39 affine, seed-to-seed variation 4.8%, on the authors' own "
@@ -163,8 +175,8 @@ def main(argv=None):
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         require(args.nproc_per_node >= 1, "--nproc_per_node", args.nproc_per_node, "at least 1")
         kinds = args.inputs.split(",")
-        require(all(k.partition("+")[0] in INPUTS and k.partition("+")[2] in ("", *BODIES) for k in kinds), "--inputs",
-                args.inputs, f"a comma-separated list of {', '.join(INPUTS)}, each optionally +{'/+'.join(BODIES)}")
+        require(all(is_kind(k) for k in kinds), "--inputs", args.inputs,
+                f"a comma-separated list of {', '.join(INPUTS)}, each optionally +{'/+'.join(VARIANTS)}")
         name = args.name or args.preset or "compare"
         train_argv = ([str(ROOT / PRESETS[args.preset])] if args.preset else []) + rest
         base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some

@@ -3,12 +3,14 @@ V = 8,192, with a learned table's new rows from their pieces or at random, with 
 short adaptation of the new rows: results/extension.md, .json.
 
     python prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192
-    python -m experiments.extension            # 15 runs, each followed by its grid cells (12 or 6: run_grid)
+    python -m experiments.extension            # 21 runs, each followed by its grid cells (12, 6 or 2-4: model_cells)
     python -m experiments.extension --seeds 1 --new_tokens 64 --adapt_steps 0   # a part of it
     python -m experiments.extension --inputs frozen,kronecker --results_dir out-b   # beside the whole: shares its work
 
 The frozen-code paper: its frozen table "accepts 10,000 new words after training with a 3% cost
-where the learned table collapses by 43%". Our grid, our choice throughout: the scaling study's
+where the learned table collapses by 43%"; its model reads its codes back as its head and its
+learned control ties its table, so the grid has that pair too (learned+tied, frozen+codes:
+experiments/runs.py's VARIANTS), at the largest M only. Our grid, our choice throughout: the scaling study's
 V = 8,192 point (experiments/config/compare_cpu.py and scaling_cpu.py on cpu-mix-8k) for every
 input and seed; binary and affine with --extra_bits=1 (V = 2^13 leaves them no free code, one
 bit more leaves 8,192), so new ids get codes of their own; then tools/extend.py's protocol for
@@ -23,8 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, claimed, finished, mean_std, results_files, run_arguments, run_dir, run_tool,
-                              train_run, train_settings)
+from experiments.runs import (ROOT, VARIANTS, claimed, control, finished, is_kind, mean_std, results_files,
+                              run_arguments, run_dir, run_tool, train_run, train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
@@ -32,6 +34,7 @@ from tablefree.device import machine, measured_on
 BASE = [str(ROOT / "experiments" / "config" / f) for f in ("compare_cpu.py", "scaling_cpu.py")] + ["--dataset=cpu-mix-8k"]
 NEW_TOKENS, NEW_ROWS, ADAPT_STEPS = (64, 512, 2048), ("mean", "random"), (0, 200)
 HEADROOM = {"binary": ["--extra_bits=1"], "affine": ["--extra_bits=1"]}  # codes of their own for new ids
+KINDS = (*INPUTS, "learned+tied", "frozen+codes")  # every input, and the frozen-code paper's pair
 
 
 def grid(new_tokens, new_rows, adapt_steps):
@@ -41,9 +44,12 @@ def grid(new_tokens, new_rows, adapt_steps):
 
 
 def model_cells(kind, cells):
-    """The grid cells a model of this input runs: random rows are a learned table's alone (the other
-    inputs have no table, so theirs would repeat their mean cells' numbers)."""
-    return [cell for cell in cells if kind == "learned" or cell[1] == "mean"]
+    """The grid cells a model of this kind runs: random rows are a learned table's alone (the other
+    inputs have no table, so theirs would repeat their mean cells' numbers); the frozen-code
+    paper's pair (learned+tied, frozen+codes) runs the largest M only, the paper's question."""
+    name, _, variant = kind.partition("+")
+    largest = max(cell[0] for cell in cells)
+    return [cell for cell in cells if (name == "learned" or cell[1] == "mean") and (not variant or cell[0] == largest)]
 
 
 def cell_report(root, cell, kind, seed):
@@ -74,8 +80,8 @@ def run_grid(kinds, seeds, cells, root, data_dir):
 
     def train(kind, seed, checkpoint):
         directory = run_dir(root, kind, seed)
-        if kind == "frozen" and not finished(directory, settings["max_iters"]):
-            train("learned", seed, checkpoint=True)  # frozen's codes come from that run's table
+        if kind.startswith("frozen") and not finished(directory, settings["max_iters"]):
+            train(control(kind), seed, checkpoint=True)  # frozen's codes come from that run's table
         train_run([*argv, *run_arguments(settings, kind, seed, root), *HEADROOM.get(kind, [])], directory,
                   settings["max_iters"], f"{kind}, seed {seed} at V = 8,192", checkpoint=checkpoint)
         return directory
@@ -103,13 +109,13 @@ def summarize(cells):
     summary = {}
     for (m, rows, steps, _), runs in cells:
         by_input = {}
-        for r in runs:
-            by_input.setdefault(r["input"], []).append(r)
+        for r in runs:  # a report kept from before kinds is an untied model's: its input is its kind
+            by_input.setdefault(r.get("kind", r["input"]), []).append(r)
         summary[(m, rows, steps)] = {}
         for kind, rs in by_input.items():
             change, change_std = mean_std(r["bpb_change"] for r in rs)
             summary[(m, rows, steps)][kind] = {
-                "runs": len(rs), "change": change, "change_std": change_std,
+                "runs": len(rs), "vocab_size": rs[0]["vocab_size"], "change": change, "change_std": change_std,
                 "new_loss": statistics.mean(r["after"]["new_tokens"]["loss"] for r in rs),
                 "before": statistics.mean(r["before"]["bpb"] for r in rs),
                 "after": statistics.mean(r["after"]["bpb"] for r in rs),
@@ -133,6 +139,7 @@ def report(command, info, summary, kinds):
              "numbers again). Binary and affine code with one extra bit (their new ids have codes of their own).", ""]
     lines += grid("Relative change of held-out bits per byte:",
                   lambda s: f"{100 * s['change']:+.2f}% ± {100 * s['change_std']:.2f}%")
+    lines += paper_pair(summary)
     lines += grid("Held-out bits per byte, before -> after:", lambda s: f"{s['before']:.4f} -> {s['after']:.4f}")
     lines += grid("Loss (nats) on the new tokens, after:", lambda s: f"{s['new_loss']:.3f}")
     labels = [label for label, _ in next(iter(next(iter(summary.values())).values()))["buckets_before"]]
@@ -147,11 +154,24 @@ def report(command, info, summary, kinds):
     return "\n".join(lines) + "\n"
 
 
+def paper_pair(summary):
+    """The frozen-code paper's claim beside our largest M without adaptation, where the pair ran."""
+    m = max(key[0] for key in summary)
+    cell = summary.get((m, "mean", 0), {})
+    if not {"learned+tied", "frozen+codes"} <= set(cell):
+        return []
+    changes = ", ".join(f"{kind} {100 * cell[kind]['change']:+.2f}%" for kind in ("learned+tied", "frozen+codes",
+                                                                                  "learned", "frozen") if kind in cell)
+    return [f"The frozen-code paper: its frozen table accepts 10,000 new words (about 4% of its V) \"at a 3% cost where "
+            f"the learned table collapses by 43%\". Here, {m:,} new words ({100 * m / cell['frozen+codes']['vocab_size']:.0f}% "
+            f"of V), mean rows, no adaptation: {changes}.", ""]
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     p = ArgumentParser(prog="python -m experiments.extension", description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--inputs", default=",".join(INPUTS))
+    p.add_argument("--inputs", default=",".join(KINDS), help="comma-separated kinds (experiments/runs.py's VARIANTS)")
     p.add_argument("--new_tokens", default=",".join(map(str, NEW_TOKENS)), help="comma-separated M")
     p.add_argument("--new_rows", default=",".join(NEW_ROWS), help="comma-separated: mean, random")
     p.add_argument("--adapt_steps", default=",".join(map(str, ADAPT_STEPS)), help="comma-separated")
@@ -162,7 +182,8 @@ def main(argv=None):
         args = p.parse_args(argv)
         kinds = args.inputs.split(",")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
-        require(all(k in INPUTS for k in kinds), "--inputs", args.inputs, f"a comma-separated list of {', '.join(INPUTS)}")
+        require(all(is_kind(k) for k in kinds), "--inputs", args.inputs,
+                f"a comma-separated list of {', '.join(INPUTS)}, each optionally +{'/+'.join(VARIANTS)}")
         require(set(args.new_rows.split(",")) <= set(NEW_ROWS), "--new_rows", args.new_rows, "mean and/or random")
         try:
             cells = grid([int(m) for m in args.new_tokens.split(",")], args.new_rows.split(","),

@@ -23,7 +23,7 @@ except ImportError:  # Windows
 
 import torch
 
-from model import GPT
+from model import GPT, INPUTS
 from tablefree.checkpoint import CKPT_NAME, read_log
 from tablefree.common import UserError, check_output
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
@@ -95,17 +95,37 @@ def finished(directory, max_iters):
     return log.exists() and any(r["iter"] == max_iters and "val_loss" in r for r in read_log(log))
 
 
+# A run's kind: an input, optionally +variant (binary+ternary, learned+tied, frozen+codes). Each variant:
+# (what it adds to train.py's arguments, the learned kind it is measured against, what its base lacks)
+VARIANTS = {"ternary": (["--body=ternary"], "learned", "float body"),
+            "tied": (["--tie_weights=True"], "learned", "untied head"),
+            "codes": (["--head=codes"], "learned+tied", "untied head")}  # the frozen-code paper's pair
+
+
+def control(kind):
+    """The learned kind a kind is compared with, and frozen's codes come from: the frozen-code
+    paper's code head against its tied table, everything else against the untied learned run."""
+    variant = kind.partition("+")[2]
+    return VARIANTS[variant][1] if variant else "learned"
+
+
+def is_kind(kind):
+    """Whether kind names an input and a variant this module knows."""
+    name, _, variant = kind.partition("+")
+    return name in INPUTS and (variant == "" or variant in VARIANTS)
+
+
 def run_arguments(settings, kind, seed, root):
     """What one run adds to the shared arguments: its input and seed (affine also draws its A and
-    b from it); 'frozen' derives its codes from the learned run of the same seed. A kind
-    'input+body' also sets the body: 'binary+ternary' is binary input, ternary body."""
-    kind, _, body = kind.partition("+")
-    args = [f"--input={kind}", f"--seed={seed}", f"--code_seed={seed}", *([f"--body={body}"] if body else [])]
-    if kind == "frozen":
-        source = run_dir(root, "learned", seed)
+    b from it), its variant's settings; 'frozen' derives its codes from its control's run of the
+    same seed (control)."""
+    name, _, variant = kind.partition("+")
+    args = [f"--input={name}", f"--seed={seed}", f"--code_seed={seed}", *(VARIANTS[variant][0] if variant else [])]
+    if name == "frozen":
+        source = run_dir(root, control(kind), seed)
         if not finished(source, settings["max_iters"]):
-            raise UserError(f"frozen derives its codes from {source}, which is not finished; "
-                            f"run learned first (--inputs learned,frozen)")
+            raise UserError(f"{kind} derives its codes from {source}, which is not finished; "
+                            f"run {control(kind)} first (--inputs {control(kind)},{kind})")
         args.append(f"--codes_from={source}")
     return args
 
@@ -187,13 +207,13 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
     argv: train.py's arguments shared by every run (config files, --key=value); settings: what
     they resolve to (train_settings); needed(directory): the caller will need that run's checkpoint
     (as a frozen run not yet trained needs its learned source's)."""
-    def frozen(kind):  # 'frozen' or 'frozen+ternary': its codes come from the learned run
+    def frozen(kind):  # 'frozen' or 'frozen+<variant>': its codes come from its control's run
         return kind.partition("+")[0] == "frozen"
 
     def make(run):
         kind, seed = run
-        source_needed = kind == "learned" and any(
-            frozen(k) and not finished(run_dir(root, k, seed), settings["max_iters"]) for k in kinds)
+        source_needed = any(frozen(k) and control(k) == kind and not finished(run_dir(root, k, seed), settings["max_iters"])
+                            for k in kinds)
         return train_run([*argv, *run_arguments(settings, kind, seed, root)], run_dir(root, kind, seed),
                          settings["max_iters"], f"{kind}, seed {seed}", nproc_per_node=nproc_per_node,
                          checkpoint=needed(run_dir(root, kind, seed)) or source_needed)
@@ -268,7 +288,8 @@ def mean_std(values):
 
 
 def summarize(runs):
-    """Per-interface statistics over seeds, and each fixed code against learned.
+    """Per-kind statistics over seeds, each kind against its control (control()) and a variant
+    against its input without it.
 
     runs: {kind: [read_run(...) per seed]}. Mean and sample standard deviation (n - 1) over
     seeds; `spread` is (max - min) / mean of the seeds' perplexities. A difference "exceeds seed
@@ -308,11 +329,11 @@ def summarize(runs):
             summary[kind]["spelling_by_category"] = {c: statistics.mean(p["spelling_by_category"][c] for p in probes)
                                                      for c in probes[0]["spelling_by_category"]}
     for kind, s in summary.items():
-        if kind != "learned" and "learned" in summary:
-            s["vs_learned"] = gap(s, summary["learned"])
-            s["steps_to_learned"] = steps_to_learned(runs[kind], runs["learned"])
-        if "+" in kind and kind.partition("+")[0] in summary:  # another body against the float one
-            s["vs_float"] = gap(s, summary[kind.partition("+")[0]])
+        if kind != control(kind) and control(kind) in summary:
+            s["vs_learned"] = gap(s, summary[control(kind)])
+            s["steps_to_learned"] = steps_to_learned(runs[kind], runs[control(kind)])
+        if "+" in kind and kind.partition("+")[0] in summary:  # a variant against its input without it
+            s["vs_base"] = gap(s, summary[kind.partition("+")[0]])
     return summary
 
 

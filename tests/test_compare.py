@@ -74,14 +74,18 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
     compare.main(argv)
     results = json.loads((tmp_path / "results" / "tiny.json").read_text())
     table = (tmp_path / "results" / "tiny.md").read_text()
-    assert "| binary | 2 |" in table and list(results["summary"]) == [*INPUTS, "binary+ternary"]
-    assert "| category | learned | binary | affine | kronecker | frozen | binary+ternary |" in table
+    assert "| binary | 2 |" in table and list(results["summary"]) == [*INPUTS, "binary+ternary", "learned+tied", "frozen+codes"]
+    assert "| category | learned | binary | affine | kronecker | frozen | binary+ternary | learned+tied | frozen+codes |" in table
     assert "| token inputs | head rows | Kronecker projection rows |" in table  # the logged norms, every input
     ternary = json.loads((tmp_path / "runs" / "binary+ternary-seed1" / "config.json").read_text())["model"]
     assert (ternary["input"], ternary["body"], ternary["code_seed"]) == ("binary", "ternary", 1)
-    assert "vs_float" in results["summary"]["binary+ternary"] and "- binary+ternary vs binary (float body)" in table
+    assert "vs_base" in results["summary"]["binary+ternary"] and "- binary+ternary vs binary (float body)" in table
     frozen = [json.loads((tmp_path / "runs" / f"frozen-seed{k}" / "config.json").read_text()) for k in (0, 1)]
     assert [f["model"]["codes_from"] for f in frozen] == [str(tmp_path / "runs" / f"learned-seed{k}") for k in (0, 1)]
+    coded = json.loads((tmp_path / "runs" / "frozen+codes-seed1" / "config.json").read_text())["model"]
+    assert (coded["head"], coded["codes_from"]) == ("codes", str(tmp_path / "runs" / "learned+tied-seed1"))
+    assert "- frozen+codes vs learned+tied: val loss" in table and "- frozen+codes vs frozen (untied head)" in table
+    assert "- The frozen-code paper's pair: the tied learned table buys" in table
     quality = results["summary"]["frozen"]["code_quality"]
     assert quality["V"] == 300 and quality["D"] == 32 and "- frozen codes, mean over seeds" in table
     assert results["runs"]["kronecker"][0]["input_params"] == 4096 * 32  # the projection, D x n_embd

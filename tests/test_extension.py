@@ -11,6 +11,9 @@ def test_the_grid_is_every_combination():
     cells = extension.grid((64, 512), ("mean", "random"), (0,))
     assert [c[:3] for c in cells] == [(64, "mean", 0), (64, "random", 0), (512, "mean", 0), (512, "random", 0)]
     assert len({c[3] for c in cells}) == 4  # one report name each
+    full = extension.grid((64, 2048), ("mean", "random"), (0, 200))
+    assert [c[:3] for c in extension.model_cells("frozen+codes", full)] == [(2048, "mean", 0), (2048, "mean", 200)]
+    assert len(extension.model_cells("learned+tied", full)) == 4 and len(extension.model_cells("learned", full)) == 8
 
 
 def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch, capsys):
@@ -47,3 +50,10 @@ def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch, capsys):
     made = kept.stat().st_mtime
     extension.main(argv)  # nothing is redone
     assert kept.stat().st_mtime == made
+    pair = [*argv[:3], "learned+tied,frozen+codes", *argv[4:-1], str(tmp_path / "pair")]  # the frozen-code paper's
+    extension.main(pair)
+    rows = {r["kind"]: r for r in json.loads((tmp_path / "pair" / "extension.json").read_text())["runs"]["extend-8-mean-0"]}
+    assert list(rows) == ["learned+tied", "frozen+codes"]
+    coded = json.loads((tmp_path / "runs" / "frozen+codes-seed0" / "config.json").read_text())["model"]
+    assert (coded["head"], coded["codes_from"]) == ("codes", str(tmp_path / "runs" / "learned+tied-seed0"))
+    assert "The frozen-code paper: its frozen table accepts" in (tmp_path / "pair" / "extension.md").read_text()

@@ -196,10 +196,16 @@ def extend_run(path, args):
     if args.adapt_steps:
         adapt(model, encode_docs(new_enc, first), V, args.adapt_steps, args.adapt_lr, args.batch_size)
     after = measure(model, new_enc, encode_docs(new_enc, second), counts, V, args)
-    return {"run": str(path.parent), "input": ckpt["model_config"]["input"], "seed": ckpt["settings"]["seed"],
+    return {"run": str(path.parent), "input": ckpt["model_config"]["input"], "kind": kind_of(ckpt["model_config"]),
+            "seed": ckpt["settings"]["seed"],
             "vocab_size": V, "new_tokens": len(merges), "examples": [(a + b).decode("utf-8", "replace") for a, b in merges[:8]],
             "input_note": note, "table_rows": table, "before": before, "after": after,
             "bpb_change": after["bpb"] / before["bpb"] - 1}
+
+
+def kind_of(config):
+    """A model's name in the reports: its input, +tied or +codes for a head shared with its input."""
+    return config["input"] + ("+tied" if config.get("tie_weights") else "") + ("+codes" if config.get("head") == "codes" else "")
 
 
 @torch.no_grad()
@@ -218,7 +224,7 @@ def report(command, rows, args):
     """Markdown: the mean relative change per input, then every run."""
     by_input = {}
     for r in rows:
-        by_input.setdefault(r["input"], []).append(r)
+        by_input.setdefault(r["kind"], []).append(r)
     lines = [f"# Adding {args.new_tokens} words after training", "", f"`{command}`, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; protocol: extend.py's docstring, "
              f"adaptation steps: {args.adapt_steps}, a learned table's new rows: {args.new_rows}.", "",

@@ -1,5 +1,6 @@
-"""experiments/compare.py's CPU preset: learned, binary, affine, kronecker, frozen, and binary with a ternary
-body, 3 seeds each, about 2 hours on 2 cores.
+"""experiments/compare.py's CPU preset: learned, binary, affine, kronecker, frozen, binary with a ternary
+body, and the frozen-code paper's pair (learned tied, frozen with its code head), 3 seeds each,
+about 3 hours on 2 cores (24 runs of 6 to 9 minutes each).
 
     python prepare.py --dataset shakespeare-plays     # 38 plays, whole plays held out for val
     python -m experiments.compare --preset cpu        # this file, once per input and seed
@@ -11,7 +12,7 @@ epochs (on tiny Shakespeare's 411k it would be 6). The model is 6 layers of n_em
 input projection alone is 4,096 x 160 = 655,360 parameters, four times the 163,840 of the
 learned table it replaces (at the papers' shape it is 16 times smaller: 4.2M vs 67.1M).
 'frozen' derives its 160-bit codes (code_dim 512, capped at n_embd) from the learned run of the
-same seed. The ternary body uses the same optimizer settings as the float one (our choice: the
+same seed ('frozen+codes' from 'learned+tied''s). The ternary body uses the same optimizer settings as the float one (our choice: the
 row measures the cost of ternary weights at equal settings, not a tuned ternary recipe).
 """
 dataset = "shakespeare-plays"
