@@ -221,10 +221,15 @@ def packed_ternary(model, ckpt):
             packed_names.add(f"{name}.weight")
     params = {name for name, _ in model.named_parameters()}
     rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
-            for name, t in model.state_dict().items() if name not in packed_names | DERIVATION}
+            for name, t in model.state_dict().items() if name not in packed_names | DERIVATION | tied_head(model.config)}
     return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
             "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
             "sha256": tensors_sha256(rest, layers)}
+
+
+def tied_head(config):
+    """A tied head's name, whose weight a packed file stores once, as the input table's."""
+    return {"lm_head.weight"} if config.tie_weights else set()
 
 
 def tensors_sha256(rest, layers):
@@ -260,7 +265,7 @@ def build_packed(config, ckpt):
     if set(rest) & int8_buffers:
         raise ValueError("the packed file holds a float copy of a ternary layer's weight")
     missing, unexpected = model.load_state_dict(rest, strict=False, assign=True)
-    if unexpected or any(k not in int8_buffers | DERIVATION for k in missing):
+    if unexpected or any(k not in int8_buffers | DERIVATION | tied_head(config) for k in missing):
         raise ValueError(f"the packed file does not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
     for name in DERIVATION & set(missing):  # not placeholders that would code new words wrongly: nothing
         setattr(model.wte, name.split(".")[1], None)

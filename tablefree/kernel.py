@@ -34,148 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SOURCE = r"""
-#include <immintrin.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <omp.h>
-
-/* Rows lo .. hi - 1 of out for this OpenMP thread: one contiguous run each, so each core streams
-   its own part of the weights and the hardware prefetcher sees one sequence. */
-static void my_rows(int out, int *lo, int *hi) {
-    int threads = omp_get_num_threads(), t = omp_get_thread_num(), per = (out + threads - 1) / threads;
-    *lo = t * per < out ? t * per : out;
-    *hi = *lo + per < out ? *lo + per : out;
-}
-
-/* y[n][o] = sum_i W[o][i] x[n][i]; w: (out, in / 4) repacked bytes, x: (N, in) int8, in % 128 == 0.
-   Per 128 weights: four maddubs of (W + 1) in {0, 1, 2} by x in [-128, 127] give int16 pairs of
-   magnitude <= 2 * 2 * 128 = 512; the four are added in int16 (<= 2,048, far from 32,767), then one
-   madd widens them into the int32 sums. sum(x) per row is computed once, then subtracted. */
-void ternary_matmul(const int8_t *x, const uint8_t *w, int32_t *y, int N, int in, int out) {
-    const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
-    int32_t *xsum = malloc(sizeof(int32_t) * N);
-    for (int n = 0; n < N; n++) {
-        int32_t s = 0;
-        for (int i = 0; i < in; i++) s += x[(int64_t)n * in + i];
-        xsum[n] = s;
-    }
-    #pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(out, &lo, &hi);
-        for (int o = lo; o < hi; o++) {
-            const uint8_t *row = w + (int64_t)o * (in / 4);
-            for (int n = 0; n < N; n++) {
-                const int8_t *xs = x + (int64_t)n * in;
-                __m256i acc = _mm256_setzero_si256();
-                for (int b = 0; b < in; b += 128) {
-                    __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
-                    __m256i pairs = _mm256_setzero_si256();
-                    for (int s = 0; s < 4; s++) {  /* weights b + 32 s .. b + 32 s + 31, each W + 1 */
-                        __m256i q = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * s), mask);
-                        __m256i v = _mm256_loadu_si256((const __m256i *)(xs + b + 32 * s));
-                        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(q, v));
-                    }
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones16));
-                }
-                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-                y[(int64_t)n * out + o] = _mm_cvtsi128_si32(h) - xsum[n];  /* sum (W + 1) x - sum x */
-            }
-        }
-    }
-    free(xsum);
-}
-
-/* The whole BitLinear at once: x (N, in) float32 -> y (N, out) float32 = (x_q W^T) gamma / s, with
-   x_q = round(x s) clamped to [-128, 127] and s = 127 / max(max |x|, 1e-5) per row: the operations
-   of ternary.absmax_int8 and PackedTernaryLinear.forward, in their order and float32 rounding. */
-void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out) {
-    int8_t *xq = malloc((size_t)N * in_padded);
-    int32_t *sums = malloc(sizeof(int32_t) * (size_t)N * out);
-    float *scale = malloc(sizeof(float) * N);
-    const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
-    for (int n = 0; n < N; n++) {
-        const float *row = x + (int64_t)n * in;
-        int8_t *q = xq + (int64_t)n * in_padded;
-        __m256 m8 = _mm256_setzero_ps();  /* max |x|, eight lanes at a time, then the tail */
-        int i = 0;
-        for (; i + 8 <= in; i += 8) m8 = _mm256_max_ps(m8, _mm256_andnot_ps(sign, _mm256_loadu_ps(row + i)));
-        float lanes[8], m = 0.0f;
-        _mm256_storeu_ps(lanes, m8);
-        for (int k = 0; k < 8; k++) m = fmaxf(m, lanes[k]);
-        for (; i < in; i++) m = fmaxf(m, fabsf(row[i]));
-        scale[n] = (1.0f / fmaxf(m, 1e-5f)) * 127.0f;  /* torch computes 127 / t as t.reciprocal() * 127 */
-        const __m256 s8 = _mm256_set1_ps(scale[n]);
-        for (i = 0; i + 8 <= in; i += 8) {  /* round (ties to even, as torch.round), clamp, narrow to int8 */
-            __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(row + i), s8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            __m256i k32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, low), high));
-            __m128i k16 = _mm_packs_epi32(_mm256_castsi256_si128(k32), _mm256_extracti128_si256(k32, 1));
-            _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(k16, k16));
-        }
-        for (; i < in_padded; i++) q[i] = i < in ? (int8_t)fminf(fmaxf(nearbyintf(row[i] * scale[n]), -128.0f), 127.0f) : 0;
-    }
-    ternary_matmul(xq, w, sums, N, in_padded, out);
-    for (int n = 0; n < N; n++) {
-        float factor = gamma / scale[n];
-        for (int o = 0; o < out; o++) y[(int64_t)n * out + o] = (float)sums[(int64_t)n * out + o] * factor;
-    }
-    free(xq), free(sums), free(scale);
-}
-
-/* Eight weights as float32: from float32, or from bfloat16 (its 16 bits are a float32's top half). */
-static inline __m256 load8(const void *w, int64_t i, int bf16) {
-    if (!bf16) return _mm256_loadu_ps((const float *)w + i);
-    __m128i halves = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
-}
-
-/* One row through a float Linear: y (out) = W (out, in) x (in), in % 8 == 0, W float32 or bfloat16,
-   x and y float32, sums in float32. At batch 1 every weight is read once and used once, so the
-   speed is the memory's: four rows at a time share each load of x, and the next four rows are
-   prefetched while these are summed, non-temporally (used once, they need not evict the KV
-   cache or the activations). Inlined twice, so each copy has bf16 fixed. */
-static inline __attribute__((always_inline)) void matvec(const float *x, const void *w, float *y, int in,
-                                                         int out, int bf16) {
-    #pragma omp parallel
-    {
-        int lo, hi, size = bf16 ? 2 : 4;
-        my_rows(out, &lo, &hi);
-        int o = lo;
-        for (; o + 4 <= hi; o += 4) {
-            int64_t r = (int64_t)o * in;  /* the first of the four rows */
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int i = 0; i < in; i += 8) {
-                for (int k = 4; k < 8; k++) _mm_prefetch((const char *)w + (r + k * (int64_t)in + i) * size, _MM_HINT_NTA);
-                __m256 v = _mm256_loadu_ps(x + i);
-                a0 = _mm256_fmadd_ps(load8(w, r + i, bf16), v, a0);
-                a1 = _mm256_fmadd_ps(load8(w, r + in + i, bf16), v, a1);
-                a2 = _mm256_fmadd_ps(load8(w, r + 2 * in + i, bf16), v, a2);
-                a3 = _mm256_fmadd_ps(load8(w, r + 3 * in + i, bf16), v, a3);
-            }
-            __m256 acc[4] = {a0, a1, a2, a3};
-            for (int k = 0; k < 4; k++) {
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[k]), _mm256_extractf128_ps(acc[k], 1));
-                h = _mm_hadd_ps(h, h);
-                y[o + k] = _mm_cvtss_f32(_mm_hadd_ps(h, h));
-            }
-        }
-        for (; o < hi; o++) {  /* the last rows when this thread's count is not a multiple of 4 */
-            __m256 a = _mm256_setzero_ps();
-            for (int i = 0; i < in; i += 8) a = _mm256_fmadd_ps(load8(w, (int64_t)o * in + i, bf16), _mm256_loadu_ps(x + i), a);
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-            h = _mm_hadd_ps(h, h);
-            y[o] = _mm_cvtss_f32(_mm_hadd_ps(h, h));
-        }
-    }
-}
-
-void float_matvec(const float *x, const float *w, float *y, int in, int out) { matvec(x, w, y, in, out, 0); }
-void bf16_matvec(const float *x, const uint16_t *w, float *y, int in, int out) { matvec(x, w, y, in, out, 1); }
-"""
+SOURCE = (Path(__file__).parent / "kernel.c").read_text()  # also #included by run.c, the runtime
 
 BLOCK = 128  # weights per 32 repacked bytes
 _LOADED = {}  # the one loaded library (or the reason there is none), per process
@@ -208,6 +67,11 @@ def describe():
     return _LOADED["why"]
 
 
+def cache_dir():
+    """Where built C code is kept: ~/.cache/tablefree (or under $XDG_CACHE_HOME)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tablefree"
+
+
 def _build():
     """(ctypes library, one line) or (None, why not): gcc, AVX2, then a build cached by source hash."""
     if os.environ.get("TABLEFREE_KERNEL", "1") == "0":
@@ -218,14 +82,14 @@ def _build():
     if gcc is None:
         return None, "torch._int_mm (int8 weights in memory): no gcc to build the 2-bit kernel"
     digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tablefree"
+    cache = cache_dir()
     library = cache / f"ternary-{digest}.so"
     if not library.exists():
         cache.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             source, built = Path(tmp) / "ternary.c", Path(tmp) / "ternary.so"
             source.write_text(SOURCE)
-            done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
+            done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
                                    str(built), "-lm"], capture_output=True, text=True)
             if done.returncode:
                 return None, f"torch._int_mm (int8 weights in memory): gcc failed ({done.stderr.strip()[:100]})"

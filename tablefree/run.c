@@ -1,0 +1,479 @@
+/* run.c: decode a packed ternary tablefree GPT without torch.
+
+   The file is tablefree/runtime.py's flat copy of a packed export (tools/export.py): a header, a
+   directory of named tensors, then their bytes, mapped into memory and read in place. What it computes
+   is model.py's GPT with a ternary body (tablefree/ternary.py), token by token with a KV cache:
+
+     input   binary / affine: the id's K bits (affine: A c XOR b), lifted to n_embd; frozen: its D bits,
+             read from the bit table; kronecker: W kappa(bytes of t); learned: a float16 table row
+     blocks  LayerNorm, ternary qkv (int8 activations x 2-bit weights: kernel.c), rotary, causal
+             attention over the cache, ternary output; LayerNorm, ternary MLP with exact GELU
+     head    untied or tied: a float16 matrix-vector product; codes: z = W ln_f(h) / sqrt(D), then
+             logit(t) = z . c(t) + b(t) with c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z,
+             eight bits at a time from a table of partial sums (never a V x D float table)
+
+   Build: gcc -O3 -mavx2 -mfma -mf16c -fopenmp run.c -o run -lm   (tablefree/runtime.py does, at first use)
+   Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
+              [--seed S] [--stop ID] [--logits FILE] [--print_ids]
+   The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
+   line of timing and memory to stderr at the end. Every error is one line on stderr, exit status 1. */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernel.c"
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "run: error: %s%s\n", what, detail ? detail : "");
+    exit(1);
+}
+
+// ----------------------------------------------------------------------------
+// The file: "TFRUN" magic, version, the config, the directory, the tensors (64-byte aligned)
+
+#define MAGIC "TFRUN\0\0\0"
+#define VERSION 1
+enum { LEARNED, BINARY, AFFINE, KRONECKER, FROZEN };  /* input kinds, in runtime.py's order */
+enum { UNTIED, TIED, CODES };                          /* head kinds */
+#define MAX_BITS 4096                                  /* K or D: a code's bits */
+
+typedef struct {  /* runtime.py's CONFIG fields, all int32 but rope_base */
+    int32_t n_layer, n_head, n_embd, hidden, vocab, block_size, input, head, bits, interleave, pm1, pos_dim,
+        bias;
+    float rope_base;
+} Config;
+
+typedef struct {  /* one directory entry */
+    char name[48];
+    uint64_t offset, nbytes;
+} Entry;
+
+typedef struct {
+    Config c;
+    const uint8_t *data;  /* the mapped file */
+    size_t size;
+    const Entry *entries;
+    int n_entries;
+} File;
+
+/* runtime.py's checksum: sum_i w_i (2 i + 1) mod 2^64 over the payload's uint64 words. */
+static uint64_t checksum(const uint8_t *p, size_t n) {
+    uint64_t h = 0, w;
+    for (size_t i = 0; i < n / 8; i++) memcpy(&w, p + 8 * i, 8), h += w * (2 * i + 1);
+    return h;
+}
+
+static void open_file(File *f, const char *path) {
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) die("cannot open ", path);
+    f->size = st.st_size;
+    if (f->size < 64) die("not a tablefree runtime file (too short): ", path);
+    f->data = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f->data == MAP_FAILED) die("cannot map ", path);
+    if (memcmp(f->data, MAGIC, 8)) die("not a tablefree runtime file (no TFRUN header): ", path);
+    const int32_t *head = (const int32_t *)(f->data + 8);
+    if (head[0] != VERSION) die("a runtime file of another version; write it again from its .ternary.pt: ", path);
+    memcpy(&f->c, f->data + 16, sizeof(Config));
+    uint64_t payload, sum;
+    memcpy(&payload, f->data + 16 + sizeof(Config), 8);
+    memcpy(&sum, f->data + 24 + sizeof(Config), 8);
+    f->n_entries = *(const int32_t *)(f->data + 32 + sizeof(Config));
+    size_t start = 64 + sizeof(Config) + (size_t)f->n_entries * sizeof(Entry);
+    start = (start + 63) / 64 * 64;
+    if (f->n_entries < 1 || f->n_entries > 100000 || start + payload != f->size)
+        die("the runtime file is truncated or damaged (its size is not the one its header gives): ", path);
+    f->entries = (const Entry *)(f->data + 64 + sizeof(Config));
+    if (checksum(f->data + start, payload) != sum)
+        die("the runtime file's bytes are not the ones it was written with (checksum differs): ", path);
+}
+
+/* The tensor called name, which must be nbytes long. */
+static const void *tensor(const File *f, const char *name, uint64_t nbytes) {
+    for (int i = 0; i < f->n_entries; i++) {
+        if (strncmp(f->entries[i].name, name, sizeof(f->entries[i].name))) continue;
+        if (f->entries[i].nbytes != nbytes || f->entries[i].offset + nbytes > f->size)
+            die("the runtime file does not fit its config: wrong size of ", name);
+        return f->data + f->entries[i].offset;
+    }
+    die("the runtime file lacks ", name);
+    return NULL;
+}
+
+// ----------------------------------------------------------------------------
+// The model: weights (pointers into the file) and the state of one decoding
+
+typedef struct {  /* a ternary Linear: kernel.c's layout, one scale, a bias or NULL */
+    const uint8_t *w;
+    float gamma;
+    const float *bias;
+    int in, padded, out;
+} Ternary;
+
+typedef struct {
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    Ternary qkv, proj, fc, down;
+} Layer;
+
+typedef struct {
+    Config c;
+    Layer *layers;
+    const float *lnf_w, *lnf_b;
+    const uint16_t *table;        /* learned: (V, n_embd) float16; the tied head too */
+    uint64_t *masks;              /* affine: row i of A as a K-bit mask (codes.affine_code) */
+    const uint8_t *affine_b;      /* affine: b (K) */
+    const uint8_t *codes;         /* frozen: (V, D / 8) bits, most significant first */
+    const uint16_t *cells;        /* kronecker: W^T (256 pos_dim, n_embd) float16 */
+    float *cells_sum;             /* kronecker: the sum of its rows (n_embd) */
+    const uint8_t *token_bytes;   /* kronecker: (V, pos_dim) */
+    const int32_t *lengths;       /* kronecker: (V) */
+    const uint16_t *head_w;       /* untied: (V, n_embd) float16; codes: the projection (D, n_embd) */
+    const float *head_b;          /* codes: the bias (V) */
+    const uint32_t *tok_offsets;  /* (V + 1): token t's bytes are tok_bytes[off[t] .. off[t + 1]] */
+    const uint8_t *tok_bytes;
+} Model;
+
+static Ternary ternary(const File *f, const char *layer, int in, int out) {
+    char name[48];
+    Ternary t = {.in = in, .padded = (in + 127) / 128 * 128, .out = out};
+    snprintf(name, sizeof name, "%s.w", layer);
+    t.w = tensor(f, name, (uint64_t)out * t.padded / 4);
+    snprintf(name, sizeof name, "%s.gamma", layer);
+    t.gamma = *(const float *)tensor(f, name, 4);
+    snprintf(name, sizeof name, "%s.bias", layer);
+    t.bias = f->c.bias ? tensor(f, name, 4ull * out) : NULL;
+    return t;
+}
+
+static void load_model(Model *m, const File *f) {
+    Config c = m->c = f->c;
+    int C = c.n_embd, V = c.vocab;
+    if (c.n_layer < 1 || C < 8 || C % 8 || c.n_head < 1 || C % c.n_head || (C / c.n_head) % 2 || V < 2 ||
+        c.hidden % 8 || c.block_size < 1 || c.input < LEARNED || c.input > FROZEN || c.head < UNTIED || c.head > CODES ||
+        c.bits < 0 || c.bits > MAX_BITS)
+        die("the runtime file's config is not one this runtime decodes", NULL);
+    uint64_t nC = 4ull * C;
+    m->layers = calloc(c.n_layer, sizeof(Layer));
+    for (int l = 0; l < c.n_layer; l++) {
+        char name[48];
+        Layer *L = &m->layers[l];
+        snprintf(name, sizeof name, "h.%d.ln_1.weight", l), L->ln1_w = tensor(f, name, nC);
+        snprintf(name, sizeof name, "h.%d.ln_2.weight", l), L->ln2_w = tensor(f, name, nC);
+        snprintf(name, sizeof name, "h.%d.ln_1.bias", l), L->ln1_b = c.bias ? tensor(f, name, nC) : NULL;
+        snprintf(name, sizeof name, "h.%d.ln_2.bias", l), L->ln2_b = c.bias ? tensor(f, name, nC) : NULL;
+        snprintf(name, sizeof name, "h.%d.attn.c_attn", l), L->qkv = ternary(f, name, C, 3 * C);
+        snprintf(name, sizeof name, "h.%d.attn.c_proj", l), L->proj = ternary(f, name, C, C);
+        snprintf(name, sizeof name, "h.%d.mlp.c_fc", l), L->fc = ternary(f, name, C, c.hidden);
+        snprintf(name, sizeof name, "h.%d.mlp.c_proj", l), L->down = ternary(f, name, c.hidden, C);
+    }
+    m->lnf_w = tensor(f, "ln_f.weight", nC);
+    m->lnf_b = c.bias ? tensor(f, "ln_f.bias", nC) : NULL;
+    int K = c.bits;
+    if (c.input == LEARNED || c.head == TIED) m->table = tensor(f, "input.table", 2ull * V * C);
+    if (c.input == AFFINE) {
+        const uint8_t *A = tensor(f, "input.A", (uint64_t)K * K);
+        m->affine_b = tensor(f, "input.b", K);
+        m->masks = calloc(K, sizeof(uint64_t));
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) m->masks[i] |= (uint64_t)A[i * K + j] << (K - 1 - j);
+    }
+    if (c.input == FROZEN) m->codes = tensor(f, "input.codes", (uint64_t)V * ((K + 7) / 8));
+    if (c.input == KRONECKER) {
+        int D = 256 * c.pos_dim;
+        m->cells = tensor(f, "input.cells", 2ull * D * C);
+        m->token_bytes = tensor(f, "input.bytes", (uint64_t)V * c.pos_dim);
+        m->lengths = tensor(f, "input.lengths", 4ull * V);
+        m->cells_sum = calloc(C, sizeof(float));
+        for (int d = 0; d < D; d++)
+            for (int j = 0; j < C; j++) m->cells_sum[j] += _cvtsh_ss(m->cells[(int64_t)d * C + j]);
+    }
+    if (c.head == UNTIED) m->head_w = tensor(f, "head.weight", 2ull * V * C);
+    if (c.head == CODES) {
+        if (c.input != FROZEN || K % 8) die("the runtime file's code head needs frozen codes of whole bytes", NULL);
+        m->head_w = tensor(f, "head.proj", 2ull * K * C);
+        m->head_b = tensor(f, "head.bias", 4ull * V);
+    }
+    m->tok_offsets = tensor(f, "tokens.offsets", 4ull * (V + 1));
+    m->tok_bytes = tensor(f, "tokens.bytes", m->tok_offsets[V]);
+}
+
+typedef struct {  /* the activations of one position, and the cache of every position so far */
+    float *x, *h, *qkv, *att, *y, *mlp, *z, *logits, *lut;
+    float *k_cache, *v_cache;  /* (n_layer, positions, n_embd): keys after the rotation, values */
+    float *cos, *sin;          /* (positions, head_dim / 2) */
+    int positions, pos;
+} State;
+
+static void new_state(State *s, const Config *c, int positions) {
+    int C = c->n_embd, hs = C / c->n_head;
+    s->positions = positions, s->pos = 0;
+    s->x = calloc(C, 4), s->h = calloc(C, 4), s->qkv = calloc(3 * C, 4), s->att = calloc(positions, 4);
+    s->y = calloc(C, 4), s->mlp = calloc(c->hidden, 4), s->z = calloc(c->bits + 8, 4), s->logits = calloc(c->vocab, 4);
+    s->lut = calloc((size_t)(c->bits / 8 + 1) * 256, 4);
+    s->k_cache = calloc((size_t)c->n_layer * positions * C, 4), s->v_cache = calloc((size_t)c->n_layer * positions * C, 4);
+    s->cos = calloc((size_t)positions * hs / 2, 4), s->sin = calloc((size_t)positions * hs / 2, 4);
+    if (!s->k_cache || !s->v_cache || !s->logits) die("out of memory for the KV cache", NULL);
+    for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
+        for (int i = 0; i < hs / 2; i++) {
+            float inv_freq = powf(c->rope_base, -(float)(2 * i) / (float)hs), angle = (float)p * inv_freq;
+            s->cos[p * hs / 2 + i] = cosf(angle), s->sin[p * hs / 2 + i] = sinf(angle);
+        }
+}
+
+// ----------------------------------------------------------------------------
+// One position through the model
+
+static void layernorm(float *out, const float *x, const float *w, const float *b, int n) {
+    float mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(var / n + 1e-5f);
+    for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
+static void run_ternary(const Ternary *t, const float *x, float *y) {
+    ternary_linear(x, t->w, t->gamma, y, 1, t->in, t->padded, t->out);
+    if (t->bias)
+        for (int o = 0; o < t->out; o++) y[o] += t->bias[o];
+}
+
+static int bit(uint64_t value, int K, int j) { return (value >> (K - 1 - j)) & 1; }  /* MSB first */
+
+static void embed(const Model *m, int token, float *x) {
+    const Config *c = &m->c;
+    int C = c->n_embd, K = c->bits;
+    if (c->input == LEARNED) {
+        for (int j = 0; j < C; j++) x[j] = _cvtsh_ss(m->table[(int64_t)token * C + j]);
+        return;
+    }
+    if (c->input == KRONECKER) {  /* codes.kronecker_values: the z-normalised code's two values */
+        int L = m->lengths[token], D = 256 * c->pos_dim;
+        float s = 1.0f / sqrtf((float)(L > 1 ? L : 1)), mean = L * s / D;
+        float std = sqrtf((L * (s - mean) * (s - mean) + (D - L) * mean * mean) / (D - 1)) + 1e-6f;
+        float hot = L > 0 ? (s - mean) / std : 0.0f, cold = -mean / std;
+        for (int j = 0; j < C; j++) x[j] = cold * m->cells_sum[j];
+        for (int p = 0; p < L; p++) {
+            const uint16_t *row = m->cells + ((int64_t)m->token_bytes[(int64_t)token * c->pos_dim + p] * c->pos_dim + p) * C;
+            for (int j = 0; j < C; j++) x[j] += (hot - cold) * _cvtsh_ss(row[j]);
+        }
+        return;
+    }
+    uint8_t code[MAX_BITS];  /* the K (or D) bits of the token's code */
+    for (int j = 0; j < K; j++) {
+        if (c->input == BINARY) code[j] = bit(token, K, j);
+        else if (c->input == AFFINE) code[j] = __builtin_parityll((uint64_t)token & m->masks[j]) ^ m->affine_b[j];
+        else code[j] = (m->codes[(int64_t)token * ((K + 7) / 8) + j / 8] >> (7 - j % 8)) & 1;
+    }
+    for (int j = 0; j < C; j++) {  /* codes.lift_index: tile j mod K, or interleave floor(j K / n) */
+        int b = code[c->interleave ? (int)((int64_t)j * K / C) : j % K];
+        x[j] = c->pm1 ? 2.0f * b - 1.0f : (float)b;
+    }
+}
+
+/* model.apply_rotary on one head's vector r (hs): dimension i is turned with i + hs / 2. */
+static void rotate(float *r, const float *cos, const float *sin, int hs) {
+    for (int i = 0; i < hs / 2; i++) {
+        float a = r[i], b = r[i + hs / 2];
+        r[i] = a * cos[i] - b * sin[i], r[i + hs / 2] = a * sin[i] + b * cos[i];
+    }
+}
+
+static void attention(const Config *c, State *s, int layer) {
+    int C = c->n_embd, nh = c->n_head, hs = C / nh, T = s->pos + 1;
+    float *q = s->qkv, *k = s->qkv + C, *v = s->qkv + 2 * C;
+    const float *cos = s->cos + s->pos * hs / 2, *sin = s->sin + s->pos * hs / 2;
+    for (int h = 0; h < nh; h++) rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
+    float *kc = s->k_cache + (int64_t)layer * s->positions * C, *vc = s->v_cache + (int64_t)layer * s->positions * C;
+    memcpy(kc + (int64_t)s->pos * C, k, 4 * C), memcpy(vc + (int64_t)s->pos * C, v, 4 * C);
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int h = 0; h < nh; h++) {
+        float top = -INFINITY, total = 0;
+        for (int t = 0; t < T; t++) {
+            float score = 0;
+            for (int i = 0; i < hs; i++) score += q[h * hs + i] * kc[(int64_t)t * C + h * hs + i];
+            s->att[t] = score * scale, top = fmaxf(top, s->att[t]);
+        }
+        for (int t = 0; t < T; t++) s->att[t] = expf(s->att[t] - top), total += s->att[t];
+        for (int i = 0; i < hs; i++) {
+            float sum = 0;
+            for (int t = 0; t < T; t++) sum += s->att[t] * vc[(int64_t)t * C + h * hs + i];
+            s->y[h * hs + i] = sum / total;
+        }
+    }
+}
+
+/* The logits of the token at position s->pos, given its id; the cache grows by one position. */
+static void forward(const Model *m, State *s, int token) {
+    const Config *c = &m->c;
+    int C = c->n_embd, V = c->vocab;
+    embed(m, token, s->x);
+    for (int l = 0; l < c->n_layer; l++) {
+        const Layer *L = &m->layers[l];
+        layernorm(s->h, s->x, L->ln1_w, L->ln1_b, C);
+        run_ternary(&L->qkv, s->h, s->qkv);
+        attention(c, s, l);
+        run_ternary(&L->proj, s->y, s->h);
+        for (int j = 0; j < C; j++) s->x[j] += s->h[j];
+        layernorm(s->h, s->x, L->ln2_w, L->ln2_b, C);
+        run_ternary(&L->fc, s->h, s->mlp);
+        for (int j = 0; j < c->hidden; j++) s->mlp[j] = 0.5f * s->mlp[j] * (1.0f + erff(s->mlp[j] * (float)M_SQRT1_2));
+        run_ternary(&L->down, s->mlp, s->h);
+        for (int j = 0; j < C; j++) s->x[j] += s->h[j];
+    }
+    layernorm(s->h, s->x, m->lnf_w, m->lnf_b, C);
+    s->pos++;
+    if (c->head != CODES) {
+        half_matvec(s->h, c->head == TIED ? m->table : m->head_w, s->logits, C, V);
+        return;
+    }
+    int D = c->bits, bytes = D / 8;
+    half_matvec(s->h, m->head_w, s->z, C, D);
+    float total = 0;
+    for (int j = 0; j < D; j++) total += (s->z[j] /= sqrtf((float)D));
+    for (int j = 0; j < bytes; j++) {  /* lut[j][b]: the sum of z over the bits set in byte value b */
+        float *lut = s->lut + j * 256;
+        lut[0] = 0;
+        for (int b = 1; b < 256; b++) {
+            int low = __builtin_ctz(b);  /* bit `low` of the byte is code bit 8 j + 7 - low */
+            lut[b] = lut[b & (b - 1)] + s->z[8 * j + 7 - low];
+        }
+    }
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < V; t++) {
+        const uint8_t *row = m->codes + (int64_t)t * bytes;
+        float set = 0;
+        for (int j = 0; j < bytes; j++) set += s->lut[j * 256 + row[j]];
+        s->logits[t] = 2.0f * set - total + m->head_b[t];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Choosing the next token (tablefree/sampling.py's rules) and the decoding loop (GPT.generate's windows)
+
+static uint64_t rng_state;
+static float uniform(void) {  /* xorshift64*: a float in [0, 1) */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 2685821657736338717ULL) >> 40) / 16777216.0f;
+}
+
+typedef struct { float p; int id; } Prob;
+static int by_probability(const void *a, const void *b) {
+    float d = ((const Prob *)b)->p - ((const Prob *)a)->p;
+    return d > 0 ? 1 : d < 0 ? -1 : ((const Prob *)a)->id - ((const Prob *)b)->id;
+}
+
+static int choose(float *logits, int V, float temperature, int top_k, float top_p, Prob *work) {
+    int best = 0;
+    for (int t = 1; t < V; t++) if (logits[t] > logits[best]) best = t;
+    if (temperature == 0.0f) return best;
+    float top = logits[best] / temperature, total = 0;
+    for (int t = 0; t < V; t++) work[t] = (Prob){expf(logits[t] / temperature - top), t};
+    if (top_k > 0 || top_p > 0.0f) qsort(work, V, sizeof(Prob), by_probability);  /* else any order draws alike */
+    int keep = top_k > 0 && top_k < V ? top_k : V;
+    for (int i = 0; i < keep; i++) total += work[i].p;
+    if (top_p > 0.0f) {  /* the nucleus: a token is kept while the mass before it is below top_p */
+        float before = 0;
+        int n = 0;
+        while (n < keep && before / total < top_p) before += work[n++].p;
+        keep = n, total = before;
+    }
+    float r = uniform() * total, sum = 0;
+    for (int i = 0; i < keep; i++)
+        if ((sum += work[i].p) > r) return work[i].id;
+    return work[keep - 1].id;
+}
+
+/* This process's peak resident memory: VmHWM, which starts anew at exec (getrusage's ru_maxrss keeps
+   the parent's from before it, on Linux). */
+static double peak_rss_mb(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (status && fgets(line, sizeof line, status))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+    if (status) fclose(status);
+    return kb / 1024.0;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
+                      "[--top_p P] [--seed S] [--stop ID] [--logits FILE] [--print_ids]", NULL);
+    int max_new = 256, top_k = 0, print_ids = 0, n_ids = 0, cap = 0, stop = -1, made = 0;
+    float temperature = 1.0f, top_p = 0.0f;
+    const char *logits_path = NULL, *ids_text = NULL;
+    rng_state = 1337;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--print_ids")) { print_ids = 1; continue; }
+        if (!v) die("a value is missing after ", a);
+        if (!strcmp(a, "--ids")) ids_text = v;
+        else if (!strcmp(a, "--max_new_tokens")) max_new = atoi(v);
+        else if (!strcmp(a, "--temperature")) temperature = atof(v);
+        else if (!strcmp(a, "--top_k")) top_k = atoi(v);
+        else if (!strcmp(a, "--top_p")) top_p = atof(v);
+        else if (!strcmp(a, "--seed")) rng_state = strtoull(v, NULL, 10) * 2 + 1;
+        else if (!strcmp(a, "--logits")) logits_path = v;
+        else if (!strcmp(a, "--stop")) stop = atoi(v);
+        else die("unknown option ", a);
+        i++;
+    }
+    if (!ids_text) die("give the prompt's token ids: --ids 1,2,3", NULL);
+    if (max_new < 0 || temperature < 0 || !isfinite(temperature) || top_p < 0 || top_p > 1)
+        die("--max_new_tokens and --temperature must be at least 0 (finite) and --top_p within [0, 1]", NULL);
+    File f;
+    open_file(&f, argv[1]);
+    Model m;
+    load_model(&m, &f);
+    int V = m.c.vocab, block = m.c.block_size;
+    int *ids = NULL;
+    for (const char *p = ids_text; *p;) {
+        char *end;
+        long id = strtol(p, &end, 10);
+        if (end == p || id < 0 || id >= V) die("--ids must be comma-separated token ids below the vocabulary size", NULL);
+        if (n_ids == cap) ids = realloc(ids, sizeof(int) * (cap = 2 * cap + 64 + max_new));
+        ids[n_ids++] = (int)id;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') die("--ids must be comma-separated token ids below the vocabulary size", NULL);
+    }
+    if (n_ids == 0) die("--ids holds no token", NULL);
+    ids = realloc(ids, sizeof(int) * (n_ids + max_new));
+    State s;
+    new_state(&s, &m.c, n_ids + max_new < block ? n_ids + max_new : block);
+    Prob *work = malloc(sizeof(Prob) * V);
+    FILE *logits_out = logits_path ? fopen(logits_path, "wb") : NULL;
+    if (logits_path && !logits_out) die("cannot write ", logits_path);
+    int start = n_ids > block ? n_ids - block : 0, fed = start;  /* the window, and how much of it is in the cache */
+    double t0 = now(), first = 0;
+    for (int step = 0; step < max_new; step++) {
+        if (n_ids - start > block) start = n_ids - block / 2, s.pos = 0, fed = start;  /* the window restarts */
+        while (fed < n_ids) forward(&m, &s, ids[fed++]);
+        if (logits_out) fwrite(s.logits, sizeof(float), V, logits_out);
+        for (int t = 0; t < V; t++)
+            if (!isfinite(s.logits[t])) die("the model's logits are not finite; the weights are damaged", NULL);
+        int next = choose(s.logits, V, temperature, top_k, top_p, work);
+        if (step == 0) first = now() - t0;
+        if (next == stop) break;
+        ids[n_ids++] = next, made++;
+        if (print_ids) printf("%d\n", next);
+        else fwrite(m.tok_bytes + m.tok_offsets[next], 1, m.tok_offsets[next + 1] - m.tok_offsets[next], stdout);
+        fflush(stdout);
+    }
+    double seconds = now() - t0;
+    fprintf(stderr, "run: %d tokens in %.3f s (first %.1f ms): %.1f tokens/s; peak RSS %.1f MB; %d threads\n",
+            made, seconds, 1000 * first, made > 0 ? made / seconds : 0.0, peak_rss_mb(), omp_get_max_threads());
+    if (logits_out) fclose(logits_out);
+    return 0;
+}

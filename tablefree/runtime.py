@@ -1,0 +1,184 @@
+"""The torch-free runtime (tablefree/run.c): its flat file, its build, and a call to it.
+
+A packed export (tools/export.py's model.ternary.pt) is a torch zip; run.c reads a flat copy of it
+instead, written once beside it (model.ternary.bin) and mapped into memory as it is:
+
+    0    "TFRUN\\0\\0\\0", int32 version, 4 bytes of padding
+    16   the config (config_fields): 13 int32, then rope_base as float32
+    72   uint64 payload bytes, uint64 checksum of the payload (checksum), int32 tensor count
+    120  the directory: per tensor a 48-byte name, uint64 offset (from the file's start), uint64 bytes
+    ...  the payload, from the next multiple of 64: the tensors, each at a multiple of 64
+
+The tensors are the packed file's, renamed, in the dtypes run.c reads: norms and biases float32,
+float matrices (a learned table, an untied head, the code head's projection, Kronecker's
+projection) float16 as exported, frozen codes as their bits, and each ternary weight in kernel.c's
+2-bit layout (kernel.repack). Decoding moves into the file too: every token's bytes (tokens.offsets,
+tokens.bytes), so run.c prints text. Encoding a prompt stays in Python (tiktoken): a BPE encoder in
+C would be a second tokenizer to keep equal to the first, for a few prompt tokens.
+"""
+
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from codes import code_bits
+from model import GPTConfig, frozen_dim
+from tablefree import kernel
+from tablefree.common import UserError, write_atomic
+from tablefree.ternary import unpack_ternary
+from tablefree.tokenizer import load_encoding, token_bytes
+
+VERSION = 1
+SOURCE = Path(__file__).parent / "run.c"  # it #includes kernel.c beside it
+INPUTS = ("learned", "binary", "affine", "kronecker", "frozen")  # run.c's order of input kinds
+HEADS = ("untied", "tied", "codes")
+
+
+def config_fields(c):
+    """run.c's Config for GPTConfig c: 13 int32, then rope_base as float32."""
+    bits = {"binary": code_bits(c.vocab_size) + c.extra_bits, "affine": code_bits(c.vocab_size) + c.extra_bits,
+            "frozen": frozen_dim(c)}.get(c.input, 0)  # K, or frozen's D
+    head = "codes" if c.head == "codes" else "tied" if c.tie_weights else "untied"
+    ints = [c.n_layer, c.n_head, c.n_embd, c.mlp_hidden(), c.vocab_size, c.block_size, INPUTS.index(c.input),
+            HEADS.index(head), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
+    return struct.pack("<13if", *ints, c.rope_base)
+
+
+def tensors(contents):
+    """{run.c's name: the array it reads} for a packed export's contents (checkpoint.packed_ternary)."""
+    c, model = GPTConfig(**contents["model_config"]), contents["model"]
+    out = {}
+    for name, t in model.items():
+        if name.startswith("h.") or name.startswith("ln_f."):  # norms, and the ternary Linears' biases
+            out[name] = t.float()
+    for name, layer in contents["ternary"].items():
+        w_t = unpack_ternary(layer["packed"], layer["in_features"])
+        out[f"{name}.w"], out[f"{name}.gamma"] = kernel.repack(w_t), layer["gamma"].float().reshape(1)
+    wte = {"learned": {"input.table": "wte.weight"}, "affine": {"input.A": "wte.A", "input.b": "wte.b"},
+           "frozen": {"input.codes": "wte.packed"},
+           "kronecker": {"input.cells": "wte.cells", "input.bytes": "wte.token_bytes"}}.get(c.input, {})
+    if c.tie_weights:
+        wte = {"input.table": "wte.weight"}
+    head = {"untied": {"head.weight": "lm_head.weight"}, "codes": {"head.proj": "lm_head.proj.weight",
+                                                                   "head.bias": "lm_head.bias"}}.get(c.head, {})
+    for ours, theirs in {**wte, **({} if c.tie_weights else head)}.items():
+        out[ours] = model[theirs]
+    if c.input == "kronecker":
+        out["input.lengths"] = model["wte.lengths"].int()
+    if c.input in ("learned", "kronecker") or c.tie_weights or c.head == "untied":  # float16, as exported
+        for name in ("input.table", "input.cells", "head.weight"):
+            if name in out:
+                out[name] = out[name].half()
+    return out
+
+
+def token_table(state, vocab_size):
+    """(offsets int32 (V + 1), bytes uint8): every token's bytes, for decoding in C; none without a tokenizer."""
+    enc = load_encoding(state) if state.get("ranks") else None
+    pieces = [token_bytes(enc, t) if enc else b"" for t in range(vocab_size)]
+    offsets = np.cumsum([0, *map(len, pieces)], dtype=np.int64)
+    return torch.from_numpy(offsets.astype(np.int32)), torch.frombuffer(bytearray(b"".join(pieces) or b"\0"),
+                                                                       dtype=torch.uint8)[:offsets[-1]]
+
+
+def write_flat(contents, path):
+    """Write the flat file of a packed export's contents at path, atomically."""
+    arrays = tensors(contents)
+    c = GPTConfig(**contents["model_config"])
+    arrays["tokens.offsets"], arrays["tokens.bytes"] = token_table(contents["tokenizer"], c.vocab_size)
+    arrays["source.sha256"] = torch.frombuffer(bytearray(contents.get("sha256", "").encode().ljust(64, b"\0")),
+                                               dtype=torch.uint8)
+    blobs = {name: t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+             for name, t in arrays.items()}
+    start = -(-(120 + 64 * len(blobs)) // 64) * 64
+    directory, payload, offset = [], bytearray(), start
+    for name, blob in blobs.items():
+        directory.append(struct.pack("<48sQQ", name.encode(), offset + len(payload), len(blob)))
+        payload += blob + bytes(-len(blob) % 64)
+    header = (b"TFRUN\0\0\0" + struct.pack("<i4x", VERSION) + config_fields(c) +
+              struct.pack("<QQi", len(payload), checksum(payload), len(blobs)))
+    head = header.ljust(120, b"\0") + b"".join(directory)
+    write_atomic(path, lambda f: f.write(head.ljust(start, b"\0") + payload))
+
+
+def checksum(payload):
+    """run.c's checksum of the payload (a multiple of 8 bytes): sum_i w_i (2 i + 1) mod 2^64 over its
+    little-endian uint64 words. Any one flipped bit changes it (the weights are odd); not a
+    defence against a forger, a check against damage."""
+    words = np.frombuffer(payload, dtype="<u8")
+    return int((words * (2 * np.arange(len(words), dtype=np.uint64) + 1)).sum(dtype=np.uint64))
+
+
+def written_from(path):
+    """The packed file's sha256 a flat file at path was written from ('' if none or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(120)
+            if head[:8] != b"TFRUN\0\0\0" or struct.unpack_from("<i", head, 8)[0] != VERSION:
+                return ""
+            count = struct.unpack_from("<i", head, 88)[0]
+            for name, offset, size in struct.iter_unpack("<48sQQ", f.read(64 * count)):
+                if name.rstrip(b"\0") == b"source.sha256":
+                    f.seek(offset)
+                    return f.read(size).rstrip(b"\0").decode()
+    except (OSError, struct.error, UnicodeDecodeError):
+        pass
+    return ""
+
+
+def flat_file(path, ckpt):
+    """The flat file of the packed export at path (ckpt: its contents), beside it: written on first
+    use, and again when the export has changed since."""
+    if "ternary" not in ckpt:
+        raise UserError(f"{path} is not a packed ternary export; the C runtime decodes those: "
+                        f"python -m tools.export --ckpt <a ternary run>, then --ckpt <its model.ternary.pt>")
+    flat = Path(path).with_suffix(".bin")
+    if not ckpt.get("sha256") or written_from(flat) != ckpt["sha256"]:
+        write_flat(ckpt, flat)
+    return flat
+
+
+def binary():
+    """The runtime's executable, built from run.c (and kernel.c) at first use into the cache folder
+    kernel.py uses, keyed by their sources; a one-line error where it cannot be built."""
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        raise UserError("the C runtime needs a CPU with AVX2 (its 2-bit kernel); sample with --engine torch")
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise UserError("the C runtime is built with gcc, which is not installed; install gcc or sample with "
+                        "--engine torch")
+    sources = SOURCE.read_bytes() + (SOURCE.parent / "kernel.c").read_bytes()
+    built = kernel.cache_dir() / f"run-{hashlib.sha256(sources).hexdigest()[:16]}"
+    if not built.exists():
+        built.parent.mkdir(parents=True, exist_ok=True)
+        tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
+        done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", str(SOURCE), "-o", str(tmp), "-lm"],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise UserError(f"gcc could not build the C runtime ({done.stderr.strip()[:160]}); sample with --engine torch")
+        os.replace(tmp, built)  # whole or not at all, for a concurrent first use
+    return built
+
+
+def generate(flat, ids, max_new_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=1337, stop=None):
+    """Yield the ids run.c chooses after the prompt ids, as it chooses them; its failure is a UserError
+    (its own one-line error). Its closing line (tokens/s, peak memory) goes to stderr."""
+    command = [str(binary()), str(flat), "--ids", ",".join(map(str, ids)), "--max_new_tokens", str(max_new_tokens),
+               "--temperature", repr(float(temperature)), "--top_k", str(top_k or 0),
+               "--top_p", repr(float(top_p) if top_p < 1 else 0.0), "--seed", str(seed), "--print_ids",
+               *(["--stop", str(stop)] if stop is not None else [])]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        for line in process.stdout:
+            yield int(line)
+        err = process.stderr.read()
+    if process.returncode:
+        raise UserError(err.strip().splitlines()[-1].removeprefix("run: error: ") if err.strip() else
+                        f"the C runtime stopped with status {process.returncode}")
+    print(err.strip(), file=sys.stderr)
