@@ -4,6 +4,7 @@
     python sample.py --ckpt out/ckpt.pt --start "ROMEO:" --num_samples 3 --max_new_tokens 200
     python sample.py --ckpt out/ --start_file prompt.txt --temperature 0   # greedy
     python sample.py --ckpt out/ --temperature 0.7 --top_k 0 --top_p 0.9  # nucleus sampling
+    python sample.py --ckpt out-ternary/model.ternary.pt --engine c       # the torch-free runtime (run.c)
 
 The tokenizer travels inside the checkpoint, so no data directory or extra flag is needed.
 """
@@ -15,7 +16,8 @@ import sys
 
 import torch
 
-from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree import runtime
+from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, user_errors
 from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding, token_bytes
@@ -35,6 +37,8 @@ def parse_args(argv=None):
                    help="sample from the smallest set of likeliest tokens holding this much probability; 1 for all")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    p.add_argument("--engine", choices=("torch", "c"), default="torch",
+                   help="c: tablefree/run.c, the torch-free runtime, for a packed export (model.ternary.pt)")
     p.add_argument("--no_cache", action="store_true",
                    help="recompute the whole context window every token (the slow reference path)")
     args = p.parse_args(argv)
@@ -57,41 +61,63 @@ def read_prompt(path):
                         f"convert it first") from None
 
 
+def torch_engine(args, ckpt):
+    """next_tokens(ids, i): the ids the model (in torch) chooses after the prompt ids, for sample i."""
+    device = pick_device(args.device)
+    model = build_model(ckpt).to(device).eval()
+    autocast = pick_dtype("auto", device)[2]
+    generator = torch.Generator(device).manual_seed(args.seed)
+
+    def next_tokens(ids, i):
+        steps = model.generate(torch.tensor([ids], device=device), args.max_new_tokens, args.temperature,
+                               args.top_k or None, use_cache=not args.no_cache, generator=generator,
+                               top_p=args.top_p if args.top_p < 1 else None)
+        with autocast:
+            for token in steps:
+                yield token.item()
+    return next_tokens
+
+
+def c_engine(args, ckpt, eot):
+    """next_tokens(ids, i) from tablefree/run.c, the torch-free runtime, on a packed export (seed + i)."""
+    if args.no_cache or args.device not in ("auto", "cpu"):
+        raise UserError("--engine c runs on the CPU with its KV cache; drop --device and --no_cache")
+    flat = runtime.flat_file(find_checkpoint(args.ckpt), ckpt)
+    runtime.binary()  # built (or refused) before the first prompt is printed
+
+    def next_tokens(ids, i):
+        return runtime.generate(flat, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
+                                args.seed + i, stop=eot)
+    return next_tokens
+
+
 def sample(args, out=sys.stdout):
     """Print num_samples continuations of the prompt; return them as lists of token ids."""
-    device = pick_device(args.device)
     ckpt = load_checkpoint(args.ckpt, "cpu")
-    model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])
+    block_size = ckpt["model_config"]["block_size"]
+    next_tokens = c_engine(args, ckpt, enc.eot_token) if args.engine == "c" else torch_engine(args, ckpt)
     del ckpt
     prompt = read_prompt(args.start_file) if args.start_file else args.start
     ids = enc.encode(prompt, allowed_special="all")
     if not ids:
         raise UserError("the prompt is empty; give --start TEXT, or --start '<|endoftext|>' "
                         "to begin a new document")
-    if len(ids) > model.config.block_size:
+    if len(ids) > block_size:
         raise UserError(f"the prompt is {len(ids):,} tokens but the model sees at most "
-                        f"block_size={model.config.block_size}; shorten it")
-    autocast = pick_dtype("auto", device)[2]
-    generator = torch.Generator(device).manual_seed(args.seed)
+                        f"block_size={block_size}; shorten it")
     samples = []
-    for _ in range(args.num_samples):
-        idx = torch.tensor([ids], device=device)  # (1, T)
+    for i in range(args.num_samples):
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a token may end mid-character
         out.write(prompt)
         new = []
-        tokens = model.generate(idx, args.max_new_tokens, args.temperature, args.top_k or None,
-                                use_cache=not args.no_cache, generator=generator,
-                                top_p=args.top_p if args.top_p < 1 else None)
         try:
-            with autocast:
-                for token in tokens:
-                    token = token.item()
-                    if token == enc.eot_token:
-                        break
-                    new.append(token)
-                    out.write(text.decode(token_bytes(enc, token)))
-                    out.flush()
+            for token in next_tokens(ids, i):
+                if token == enc.eot_token:
+                    break
+                new.append(token)
+                out.write(text.decode(token_bytes(enc, token)))
+                out.flush()
         except ValueError as e:  # non-finite logits: a damaged or diverged model
             raise UserError(f"{e}; sample from another checkpoint") from None
         out.write(text.decode(b"", final=True) + "\n---------------\n")

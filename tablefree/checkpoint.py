@@ -256,11 +256,11 @@ def build_packed(config, ckpt):
         model = GPT(config)
     model.wte = make_input(config)  # real modules for the parts with derived (unsaved) buffers
     model.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
+    rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
     for name, layer in ckpt["ternary"].items():
         parent, child = name.rsplit(".", 1)
-        setattr(model.get_submodule(parent), child,
-                PackedTernaryLinear(layer["packed"], layer["in_features"], layer["gamma"], lib=kernel.kernel()))
-    rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
+        setattr(model.get_submodule(parent), child, PackedTernaryLinear(
+            layer["packed"], layer["in_features"], layer["gamma"], bias=rest.pop(f"{name}.bias", None), lib=kernel.kernel()))
     int8_buffers = {f"{name}.{buffer}" for name in ckpt["ternary"] for buffer in ("weight", "codes", "gamma")}
     if set(rest) & int8_buffers:
         raise ValueError("the packed file holds a float copy of a ternary layer's weight")

@@ -1,0 +1,118 @@
+"""The torch-free runtime (tablefree/run.c) against the torch packed path. Run: python -m pytest tests/test_runtime.py"""
+
+import subprocess
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import torch
+
+import sample
+import train
+from conftest import TINY
+from model import GPT, GPTConfig
+from tablefree import runtime
+from tablefree.checkpoint import build_model, packed_ternary
+from tablefree.common import UserError
+from tablefree.configurator import resolve
+from tools import export
+
+VOCAB = [bytes([97 + i % 26]) * (1 + i // 26) for i in range(300)]
+KINDS = ["binary", "affine", "learned", "learned+tied", "kronecker", "frozen", "frozen+codes", "binary+bias"]
+PROMPT = [5, 17, 99, 3, 250]
+
+
+def packed_model(kind):
+    """A packed export's contents for a ternary model of this kind, random weights well away from init."""
+    name, _, variant = kind.partition("+")
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=300, n_layer=2, n_head=2, n_embd=64, block_size=48, input=name, body="ternary",
+                       head="codes" if variant == "codes" else "untied", tie_weights=variant == "tied",
+                       bias=variant == "bias", code_dim=48, codes_from="random" if name == "frozen" else "",
+                       lift="interleave" if name == "affine" else "tile", code_values="pm1" if name == "binary" else "01")
+    model = GPT(config, vocab=VOCAB, source=torch.randn(300, 80) if name == "frozen" else None)
+    for p in model.parameters():
+        p.data += 0.05 * torch.randn_like(p)
+    return packed_ternary(model.eval(), {"model_config": asdict(config), "tokenizer": {"info": {}, "ranks": ""}})
+
+
+def reference(contents, steps):
+    """(the torch packed path's greedy tokens, its logits before each of them (steps, V))."""
+    model = build_model(contents).eval()
+    tokens = torch.cat(list(model.generate(torch.tensor([PROMPT]), steps, temperature=0)), dim=1)[0].tolist()
+    cache, logits = model.new_cache(), []
+    with torch.no_grad():
+        for ids in [PROMPT, *([t] for t in tokens[:-1])]:
+            if cache[0].pos + len(ids) > model.config.block_size:
+                break  # past the first window: compared by the tokens alone
+            logits.append(model(torch.tensor([ids]), cache=cache)[0][0, -1])
+    return tokens, torch.stack(logits).numpy()
+
+
+def run(flat, *args):
+    return subprocess.run([str(runtime.binary()), str(flat), *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_logits_and_greedy_tokens_equal_the_torch_packed_path(kind, tmp_path):
+    contents = packed_model(kind)
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(contents, flat)
+    tokens, logits = reference(contents, 60)  # 5 + 60 tokens cross the 48-token window: a restart
+    done = run(flat, "--ids", ",".join(map(str, PROMPT)), "--max_new_tokens", "60", "--temperature", "0",
+               "--print_ids", "--logits", str(tmp_path / "logits"))
+    assert done.returncode == 0, done.stderr
+    assert [int(t) for t in done.stdout.split()] == tokens
+    ours = np.fromfile(tmp_path / "logits", dtype=np.float32).reshape(60, 300)[:len(logits)]
+    assert np.abs(ours - logits).max() <= 1e-4 * (logits.max() - logits.min())
+
+
+def test_sampling_follows_its_settings(tmp_path):
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(packed_model("binary"), flat)
+    draws = [list(runtime.generate(flat, PROMPT, 20, temperature=1.0, top_k=1, seed=s)) for s in (1, 2)]
+    greedy = list(runtime.generate(flat, PROMPT, 20))
+    assert draws[0] == draws[1] == greedy  # top-k 1 is greedy whatever the seed
+    hot = [list(runtime.generate(flat, PROMPT, 20, temperature=5.0, seed=s)) for s in (1, 1, 2)]
+    assert hot[0] == hot[1] != hot[2]  # a seed repeats its draws; another seed draws others
+    assert list(runtime.generate(flat, PROMPT, 20, stop=greedy[3])) == greedy[:3]  # stops before the stop id
+
+
+def test_bad_files_and_settings_are_one_line_errors(tmp_path):
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(packed_model("frozen+codes"), flat)
+    data = flat.read_bytes()
+    cases = {"truncated": data[:-64], "flipped": data[:-100] + bytes([data[-100] ^ 4]) + data[-99:],
+             "foreign": b"PK\x03\x04" + data[4:], "empty": b""}
+    expected = {"truncated": "truncated or damaged", "flipped": "checksum differs", "foreign": "not a tablefree runtime",
+                "empty": "not a tablefree runtime"}
+    for case, content in cases.items():
+        (tmp_path / case).write_bytes(content)
+        with pytest.raises(UserError, match=expected[case]) as e:
+            list(runtime.generate(tmp_path / case, PROMPT, 4))
+        assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="below the vocabulary size"):
+        list(runtime.generate(flat, [300], 4))
+
+
+def test_it_is_refused_in_one_line_where_it_cannot_be_built(monkeypatch):
+    monkeypatch.setattr(runtime.shutil, "which", lambda name: None)
+    with pytest.raises(UserError, match="gcc, which is not installed"):
+        runtime.binary()
+    monkeypatch.setattr(runtime.torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    with pytest.raises(UserError, match="needs a CPU with AVX2"):
+        runtime.binary()
+
+
+def test_sample_with_the_c_engine_end_to_end(data_dir, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), "--dataset=tiny", f"--out_dir={run_dir}", *TINY,
+                                         "--body=ternary", "--max_iters=30", "--eval_interval=30", "--lr_decay_iters=30"]))
+    export.main(["--ckpt", str(run_dir)])
+    common = ["--ckpt", str(run_dir / "model.ternary.pt"), "--temperature", "0", "--max_new_tokens", "20",
+              "--num_samples", "1", "--start", "The king"]
+    ours = sample.sample(sample.parse_args([*common, "--engine", "c"]))
+    assert ours == sample.sample(sample.parse_args(common)) and len(ours[0]) > 0
+    assert (run_dir / "model.ternary.bin").exists() and "tokens/s; peak RSS" in capsys.readouterr().err
+    with pytest.raises(UserError, match="not a packed ternary export"):
+        sample.sample(sample.parse_args(["--ckpt", str(run_dir), "--engine", "c"]))
