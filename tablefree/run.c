@@ -38,8 +38,8 @@ static void die(const char *what, const char *detail) {
 
 #define MAGIC "TFRUN\0\0\0"
 #define VERSION 1
-enum { LEARNED, BINARY, AFFINE, KRONECKER, FROZEN };  /* input kinds, in runtime.py's order */
-enum { UNTIED, TIED, CODES };                          /* head kinds */
+enum { LEARNED, BINARY, AFFINE, KRONECKER, FROZEN };  /* input kinds, in model.INPUTS' order */
+enum { UNTIED, TIED, CODES };                          /* head kinds, in runtime.HEADS' order */
 #define MAX_BITS 4096                                  /* K or D: a code's bits */
 
 typedef struct {  /* runtime.py's CONFIG fields, all int32 but rope_base */

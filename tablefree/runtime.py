@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from codes import code_bits
-from model import GPTConfig, frozen_dim
+from model import INPUTS, GPTConfig, frozen_dim
 from tablefree import kernel
 from tablefree.common import UserError, write_atomic
 from tablefree.ternary import unpack_ternary
@@ -37,45 +37,39 @@ from tablefree.tokenizer import load_encoding, token_bytes
 
 VERSION = 1
 SOURCE = Path(__file__).parent / "run.c"  # it #includes kernel.c beside it
-INPUTS = ("learned", "binary", "affine", "kronecker", "frozen")  # run.c's order of input kinds
-HEADS = ("untied", "tied", "codes")
+HEADS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
+# run.c's names for the packed file's tensors, by input and by head; float matrices are float16, as exported
+INPUT_TENSORS = {"learned": {"input.table": "wte.weight"}, "affine": {"input.A": "wte.A", "input.b": "wte.b"},
+                 "frozen": {"input.codes": "wte.packed"},
+                 "kronecker": {"input.cells": "wte.cells", "input.bytes": "wte.token_bytes"}}
+HEAD_TENSORS = {"untied": {"head.weight": "lm_head.weight"}, "tied": {"input.table": "wte.weight"},
+                "codes": {"head.proj": "lm_head.proj.weight", "head.bias": "lm_head.bias"}}
+
+
+def head_kind(c):
+    return "codes" if c.head == "codes" else "tied" if c.tie_weights else "untied"
 
 
 def config_fields(c):
     """run.c's Config for GPTConfig c: 13 int32, then rope_base as float32."""
     bits = {"binary": code_bits(c.vocab_size) + c.extra_bits, "affine": code_bits(c.vocab_size) + c.extra_bits,
             "frozen": frozen_dim(c)}.get(c.input, 0)  # K, or frozen's D
-    head = "codes" if c.head == "codes" else "tied" if c.tie_weights else "untied"
     ints = [c.n_layer, c.n_head, c.n_embd, c.mlp_hidden(), c.vocab_size, c.block_size, INPUTS.index(c.input),
-            HEADS.index(head), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
+            HEADS.index(head_kind(c)), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
     return struct.pack("<13if", *ints, c.rope_base)
 
 
 def tensors(contents):
-    """{run.c's name: the array it reads} for a packed export's contents (checkpoint.packed_ternary)."""
+    """{run.c's name: the tensor it reads} for a packed export's contents (checkpoint.packed_ternary)."""
     c, model = GPTConfig(**contents["model_config"]), contents["model"]
-    out = {}
-    for name, t in model.items():
-        if name.startswith("h.") or name.startswith("ln_f."):  # norms, and the ternary Linears' biases
-            out[name] = t.float()
+    out = {name: t.float() for name, t in model.items() if name.startswith(("h.", "ln_f."))}  # norms, biases
     for name, layer in contents["ternary"].items():
         w_t = unpack_ternary(layer["packed"], layer["in_features"])
         out[f"{name}.w"], out[f"{name}.gamma"] = kernel.repack(w_t), layer["gamma"].float().reshape(1)
-    wte = {"learned": {"input.table": "wte.weight"}, "affine": {"input.A": "wte.A", "input.b": "wte.b"},
-           "frozen": {"input.codes": "wte.packed"},
-           "kronecker": {"input.cells": "wte.cells", "input.bytes": "wte.token_bytes"}}.get(c.input, {})
-    if c.tie_weights:
-        wte = {"input.table": "wte.weight"}
-    head = {"untied": {"head.weight": "lm_head.weight"}, "codes": {"head.proj": "lm_head.proj.weight",
-                                                                   "head.bias": "lm_head.bias"}}.get(c.head, {})
-    for ours, theirs in {**wte, **({} if c.tie_weights else head)}.items():
-        out[ours] = model[theirs]
+    names = {**INPUT_TENSORS.get(c.input, {}), **HEAD_TENSORS[head_kind(c)]}
+    out.update({ours: model[theirs] for ours, theirs in names.items()})
     if c.input == "kronecker":
         out["input.lengths"] = model["wte.lengths"].int()
-    if c.input in ("learned", "kronecker") or c.tie_weights or c.head == "untied":  # float16, as exported
-        for name in ("input.table", "input.cells", "head.weight"):
-            if name in out:
-                out[name] = out[name].half()
     return out
 
 
