@@ -253,11 +253,17 @@ def pack_bits(bits: torch.Tensor) -> torch.Tensor:
     return (bits.view(*bits.shape[:-1], -1, 8) * weights).sum(dim=-1, dtype=torch.uint8)
 
 
-def unpack_bits(packed: torch.Tensor, dim: int) -> torch.Tensor:
-    """The inverse of pack_bits: uint8 (..., ceil(D / 8)) -> 0/1 uint8 (..., D)."""
-    shifts = torch.arange(7, -1, -1, device=packed.device)  # (8,)
-    bits = (packed.unsqueeze(-1).long() >> shifts) & 1  # (..., ceil(D / 8), 8)
-    return bits.flatten(-2)[..., :dim].to(torch.uint8)
+def byte_bits(device=None, dtype=torch.uint8) -> torch.Tensor:
+    """(256, 8): the bits of every byte value, most significant first (pack_bits' order)."""
+    values = torch.arange(256, device=device).unsqueeze(-1)  # (256, 1)
+    return ((values >> torch.arange(7, -1, -1, device=device)) & 1).to(dtype)
+
+
+def unpack_bits(packed: torch.Tensor, dim: int, table: torch.Tensor = None) -> torch.Tensor:
+    """The inverse of pack_bits: uint8 (..., ceil(D / 8)) -> 0/1 uint8 (..., D), one lookup a byte in
+    byte_bits (or in table, another (256, 8) of the same order: CodeHead's signs)."""
+    table = byte_bits(packed.device) if table is None else table
+    return table[packed.long()].flatten(-2)[..., :dim]  # (..., ceil(D / 8), 8) -> (..., D)
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:

@@ -28,8 +28,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from codes import (affine_code, binary_code, byte_buffer, code_bits, code_quality, code_values, kronecker_values,
-                   lift_index, pack_bits, random_affine, sign_pca, source_digest, unpack_bits)
+from codes import (affine_code, binary_code, byte_bits, byte_buffer, code_bits, code_quality, code_values,
+                   kronecker_values, lift_index, pack_bits, random_affine, sign_pca, source_digest, unpack_bits)
 from tablefree.sampling import choose
 from tablefree.ternary import BitLinear
 
@@ -304,7 +304,7 @@ class CodeHead(nn.Module):
 
     def signs(self, packed, dtype):
         """Bit-packed codes (N, ceil(D / 8)) -> (N, D) of -1 and +1."""
-        return 2 * unpack_bits(packed, self.dim).to(dtype) - 1
+        return unpack_bits(packed, self.dim, table=2 * byte_bits(packed.device, dtype) - 1)
 
     def forward(self, x, packed):
         z = self.proj(x) / math.sqrt(self.dim)  # (B, T, D)
