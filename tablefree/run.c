@@ -213,7 +213,7 @@ typedef struct {  /* the activations of one position, and the cache of every pos
 static void new_state(State *s, const Config *c, int positions) {
     int C = c->n_embd, hs = C / c->n_head;
     s->positions = positions, s->pos = 0;
-    s->x = calloc(C, 4), s->h = calloc(C, 4), s->qkv = calloc(3 * C, 4), s->att = calloc(positions, 4);
+    s->x = calloc(C, 4), s->h = calloc(C, 4), s->qkv = calloc(3 * C, 4), s->att = calloc((size_t)positions * c->n_head, 4);
     s->y = calloc(C, 4), s->mlp = calloc(c->hidden, 4), s->z = calloc(c->bits + 8, 4), s->logits = calloc(c->vocab, 4);
     s->lut = calloc((size_t)(c->bits / 8 + 1) * 256, 4);
     s->k_cache = calloc((size_t)c->n_layer * positions * C, 4), s->v_cache = calloc((size_t)c->n_layer * positions * C, 4);
@@ -293,19 +293,20 @@ static void attention(const Config *c, State *s, int layer) {
     float *kc = s->k_cache + (int64_t)layer * s->positions * C, *vc = s->v_cache + (int64_t)layer * s->positions * C;
     memcpy(kc + (int64_t)s->pos * C, k, 4 * C), memcpy(vc + (int64_t)s->pos * C, v, 4 * C);
     float scale = 1.0f / sqrtf((float)hs);
-    for (int h = 0; h < nh; h++) {
-        float top = -INFINITY, total = 0;
+    #pragma omp parallel for schedule(static)
+    for (int h = 0; h < nh; h++) {  /* the heads side by side, each with its own row of scores */
+        float top = -INFINITY, total = 0, *att = s->att + (int64_t)h * s->positions;
         for (int t = 0; t < T; t++) {
             float score = 0;
             for (int i = 0; i < hs; i++) score += q[h * hs + i] * kc[(int64_t)t * C + h * hs + i];
-            s->att[t] = score * scale, top = fmaxf(top, s->att[t]);
+            att[t] = score * scale, top = fmaxf(top, att[t]);
         }
-        for (int t = 0; t < T; t++) s->att[t] = expf(s->att[t] - top), total += s->att[t];
-        for (int i = 0; i < hs; i++) {
-            float sum = 0;
-            for (int t = 0; t < T; t++) sum += s->att[t] * vc[(int64_t)t * C + h * hs + i];
-            s->y[h * hs + i] = sum / total;
-        }
+        for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
+        float *y = s->y + h * hs;
+        memset(y, 0, 4 * hs);
+        for (int t = 0; t < T; t++)  /* along each cached value's row: contiguous, so it vectorises */
+            for (int i = 0; i < hs; i++) y[i] += att[t] * vc[(int64_t)t * C + h * hs + i];
+        for (int i = 0; i < hs; i++) y[i] /= total;
     }
 }
 
@@ -348,9 +349,15 @@ static void forward(const Model *m, State *s, int token) {
     #pragma omp parallel for schedule(static)
     for (int t = 0; t < V; t++) {
         const uint8_t *row = m->codes + (int64_t)t * bytes;
-        float set = 0;
-        for (int j = 0; j < bytes; j++) set += s->lut[j * 256 + row[j]];
-        s->logits[t] = 2.0f * set - total + m->head_b[t];
+        float set[4] = {0, 0, 0, 0};  /* four running sums: four lookups in flight */
+        int j = 0;
+        for (; j + 8 <= bytes; j += 8) {
+            uint64_t eight;
+            memcpy(&eight, row + j, 8);
+            for (int k = 0; k < 8; k++) set[k % 4] += s->lut[(j + k) * 256 + ((eight >> (8 * k)) & 255)];
+        }
+        for (; j < bytes; j++) set[0] += s->lut[j * 256 + row[j]];
+        s->logits[t] = 2.0f * ((set[0] + set[1]) + (set[2] + set[3])) - total + m->head_b[t];
     }
 }
 
