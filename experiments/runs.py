@@ -109,8 +109,7 @@ def control(kind):
     return VARIANTS[variant][1] if variant else "learned"
 
 
-def is_kind(kind):
-    """Whether kind names an input and a variant this module knows."""
+def is_kind(kind):  # an input, and a variant this module knows
     name, _, variant = kind.partition("+")
     return name in INPUTS and (variant == "" or variant in VARIANTS)
 
