@@ -22,7 +22,7 @@ llama:    llama.cpp on our GGUF files beside our own inference, in experiments/b
 prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
           tiktoken.encode_ordinary_batch on the same documents.
 paper:    the frozen-code paper's system at its shape and at 8 x 768 (experiments/bench_paper.py):
-          the packed file's parts; our runtime (run.c), our torch path and llama.cpp decoding.
+          the packed file's parts; our runtime (run.c), our torch path and (if installed) llama.cpp.
 """
 
 import importlib.util
@@ -40,25 +40,23 @@ from tablefree.device import machine, measured_on, pick_device, pick_dtype
 
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
             "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare, "paper": bench_paper}
-LLAMA = ("llama", "paper")  # the sections that run llama.cpp
 
 
 def parse_args(argv):
     p = ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
     have_llama = importlib.util.find_spec("llama_cpp") is not None
-    p.add_argument("--sections", default=",".join(s for s in SECTIONS if have_llama or s not in LLAMA),
-                   help=f"comma-separated: {', '.join(SECTIONS)} (default: all; llama and paper if llama-cpp-python "
-                        f"is installed)")
+    p.add_argument("--sections", default=",".join(s for s in SECTIONS if have_llama or s != "llama"),
+                   help=f"comma-separated: {', '.join(SECTIONS)} (default: all; llama if llama-cpp-python is installed)")
     p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
     p.add_argument("--out", default="results/BENCHMARKS.md", help="markdown report; the JSON goes beside it")
     p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
     args = p.parse_args(argv)
     require(set(args.sections.split(",")) <= set(SECTIONS), "--sections", args.sections,
             f"a comma-separated list of {', '.join(SECTIONS)}")
-    if set(LLAMA) & set(args.sections.split(",")) and not have_llama:
-        raise UserError("the llama and paper sections need llama-cpp-python: pip install -r requirements-extras.txt, "
-                        "or leave them out of --sections")
+    if "llama" in args.sections.split(",") and not have_llama:
+        raise UserError("the llama section needs llama-cpp-python: pip install -r requirements-extras.txt, or leave "
+                        "llama out of --sections")
     args.device = pick_device(args.device)
     args.dtype_name, args.dtype, args.autocast = pick_dtype("auto", args.device)
     return args

@@ -15,6 +15,7 @@ and out), random weights (speed and size do not depend on them):
   model beside it; then the same rows at the ternary section's 8 x 768, V = 1,024.
 """
 
+import importlib.util
 import json
 import re
 import statistics
@@ -125,8 +126,8 @@ def decode_rows(fields, new_tokens, threads, folder):
                 rows.append({"engine": "ours, torch packed", "model": name, "parts": dict(file_parts(contents)),
                              "file": path.with_suffix(".ternary.pt").stat().st_size,
                              **probe("experiments.bench_infer", str(path.with_suffix(".ternary.pt")), "ternary", new_tokens)})
-        if model.config.input != "learned":
-            continue  # llama.cpp cannot hold a code head (tools/hf.py's neox_head)
+        if model.config.input != "learned" or not importlib.util.find_spec("llama_cpp"):
+            continue  # llama.cpp cannot hold a code head (tools/hf.py's neox_head), or is not installed
         for kind in (("TQ2_0",) if model.config.body == "ternary" else ("Q8_0", "F16")):
             try:
                 gguf = write_gguf(model, ckpt, path.with_suffix(f".{kind}.gguf"), kind)
@@ -176,6 +177,8 @@ def bench_paper(args):
 def targets(shape, rows):
     """The claims each shape's rows are measured against, each met or not."""
     by = {(r["engine"], r["model"].split(",")[0]): r for r in rows}
+    if ("llama.cpp Q8_0", "learned+tied") not in by:
+        return ["- llama-cpp-python is not installed: not compared with llama.cpp"]
     ours, q8 = by["ours, run.c", "frozen+codes"], by["llama.cpp Q8_0", "learned+tied"]
     same, tq2 = by["ours, run.c", "learned+tied"], by["llama.cpp TQ2_0", "learned+tied"]
     speed, memory = ours["tok_s"] / q8["tok_s"], ours["peak_rss"] / q8["peak_rss"]
