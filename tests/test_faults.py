@@ -34,6 +34,7 @@ RUN = ["--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1", "--max_iters=
 # A child that runs train.py's main with one function wrapped to signal itself (SIGKILL) at a chosen call.
 CHILD = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, even under a parent that ignores it
 import {module} as target
 original, calls = target.{name}, [0]
 def killer(*args, **kwargs):
