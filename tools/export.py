@@ -55,13 +55,18 @@ def main(argv=None):
             raise UserError(f"--gguf_type is for --format gguf, not {fmt}; add --format gguf or drop --gguf_type")
         names = {"hf": "hf", "ternary": "model.ternary.pt", "gguf": f"model.{gguf_type.lower()}.gguf"}
         out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / names[fmt]
-        if fmt == "gguf":
-            write_gguf(model, ckpt, check_output(out, "--out"), gguf_type)
-        elif fmt == "hf":
+        if fmt == "hf":
             export_hf(model, ckpt, out)
         else:
+            suffix = {"ternary": ".pt", "gguf": ".gguf"}[fmt]
+            if check_output(out, "--out").is_file() and out.suffix != suffix:  # the user's own file, not an export
+                raise UserError(f"{out} exists and is not a {suffix} file, which --out would replace; give a new "
+                                f"path or an earlier export's")
+        if fmt == "gguf":
+            write_gguf(model, ckpt, out, gguf_type)
+        elif fmt == "ternary":
             contents = packed_ternary(model, ckpt)  # refuses a float body before anything is written
-            write_atomic(check_output(out, "--out"), lambda f: torch.save(contents, f))
+            write_atomic(out, lambda f: torch.save(contents, f))
     size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() else out.stat().st_size
     print(f"wrote {out}: {size / 1e6:.2f} MB", file=sys.stderr)
 
