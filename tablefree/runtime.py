@@ -11,8 +11,8 @@ instead, written once beside it (model.ternary.bin) and mapped into memory as it
 
 The tensors are the packed file's, renamed, in the dtypes run.c reads: norms and biases float32,
 float matrices (a learned table, an untied head, the code head's projection, Kronecker's
-projection) float16 as exported, frozen codes as their bits, and each ternary weight in kernel.c's
-2-bit layout (kernel.repack). Decoding moves into the file too: every token's bytes (tokens.offsets,
+projection) float16 as exported, frozen codes as their bits in blocks of 8 tokens (blocked), and
+each ternary weight in kernel.c's 2-bit layout (kernel.repack). Decoding moves into the file too: every token's bytes (tokens.offsets,
 tokens.bytes), so run.c prints text. Encoding a prompt stays in Python (tiktoken): a BPE encoder in
 C would be a second tokenizer to keep equal to the first, for a few prompt tokens.
 """
@@ -70,7 +70,16 @@ def tensors(contents):
     out.update({ours: model[theirs] for ours, theirs in names.items()})
     if c.input == "kronecker":
         out["input.lengths"] = model["wte.lengths"].int()
+    if c.input == "frozen":
+        out["input.codes"] = blocked(out["input.codes"])
     return out
+
+
+def blocked(packed):
+    """Bit-packed codes (V, B) in run.c's layout: blocks of 8 tokens, each byte position's 8 bytes
+    side by side ((V / 8, B, 8), V padded with zero rows), so one load gives 8 tokens' bytes."""
+    padded = torch.cat([packed, packed.new_zeros(-packed.size(0) % 8, packed.size(1))])
+    return padded.view(-1, 8, packed.size(1)).transpose(1, 2).contiguous()
 
 
 def token_table(state, vocab_size):
