@@ -67,14 +67,14 @@ def main(argv=None):
         args = parse_args(argv)
         md = check_output(args.out, "--out")  # before the sections, not after them
         js = check_output(md.with_suffix(".json"), "--out")
-    info = machine()
     command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
-    measured = f"{measured_on(command, info)} Device {args.device}, Python {info['python']}."
     sections, results = earlier_report(md, js)
     bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
     for name in bar:
         bar.set_postfix_str(name)
         results[name], table = SECTIONS[name](args)
+        info = machine()  # its date: when this section finished
+        measured = f"{measured_on(command, info)} Device {args.device}, Python {info['python']}."
         results["measured"][name] = {"command": command, "machine": {**info, "device": args.device}}
         sections[name] = ["", measured, "", *table, ""]
         bar.write("\n".join([f"## {name}", *table, ""]))
