@@ -135,6 +135,16 @@ def decode_probe(path, dtype, new_tokens):
                       "peak_rss": memory_status("VmHWM")}))
 
 
+def in_fresh_process(module, *args):
+    """The JSON a module's decode_probe(*args) prints, run in a process of its own (so one model's
+    memory cannot hide another's): this one's for our files, tools/llamacpp's for llama.cpp's."""
+    done = subprocess.run([sys.executable, "-c", f"from {module} import decode_probe; decode_probe{args!r}"], cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the {module} probe failed on {args[0]}: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def bench_ternary(args, fields=None):
     """Packed ternary vs float32 vs bfloat16 at batch 1 on the CPU (at fields, or the section's shape)."""
     fields = fields or (QUICK_DECODE_SHAPE if args.quick else DECODE_SHAPE)
@@ -142,11 +152,8 @@ def bench_ternary(args, fields=None):
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name, path in write_models(fields, folder).items():
-            probe = subprocess.run([sys.executable, "-c", f"from experiments.bench_infer import decode_probe; decode_probe("
-                                    f"{str(path)!r}, {name!r}, {new_tokens})"], cwd=ROOT, capture_output=True, text=True)
-            if probe.returncode:
-                raise RuntimeError(f"the decode probe for {name} failed: {probe.stderr.strip()[-300:]}")
-            rows.append({"model": name, "file": path.stat().st_size, **json.loads(probe.stdout.strip().splitlines()[-1])})
+            rows.append({"model": name, "file": path.stat().st_size,
+                         **in_fresh_process("experiments.bench_infer", str(path), name, new_tokens)})
     return rows, ternary_table(rows, fields, new_tokens, torch.get_num_threads())
 
 

@@ -9,16 +9,13 @@ llama: at the ternary section's shape (8 layers x n_embd 768, V = 1,024, binary 
        claim is about (TQ2_0 against the 8-bit GGUF) and ours against llama.cpp's.
 """
 
-import json
-import subprocess
-import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from experiments.bench_infer import DECODE_SHAPE, QUICK_DECODE_SHAPE, bench_ternary
+from experiments.bench_infer import DECODE_SHAPE, QUICK_DECODE_SHAPE, bench_ternary, in_fresh_process
 from experiments.bench_train import ROOT
 from model import GPT, GPTConfig
 from tablefree.tokenizer import GPT2_PATTERN, save_ranks, tokenizer_state, train_bpe
@@ -31,8 +28,9 @@ def bench_tokenizer(vocab_size, folder):
     """A byte-level BPE of vocab_size tokens trained on this repository's docs: a GGUF file
     carries its tokenizer, and random weights need one of the right size."""
     text = "\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
-    save_ranks(train_bpe([text], vocab_size, progress=False), Path(folder) / "bench.tiktoken")
-    info = {"name": "bpe", "file": "bench.tiktoken", "pattern": GPT2_PATTERN, "eot_id": vocab_size - 1}
+    ranks, eot = train_bpe([text], vocab_size, progress=False)
+    save_ranks(ranks, Path(folder) / "bench.tiktoken")
+    info = {"name": "bpe", "file": "bench.tiktoken", "pattern": GPT2_PATTERN, "eot_id": eot}
     return tokenizer_state(info, Path(folder) / "bench.tiktoken")
 
 
@@ -56,13 +54,8 @@ def bench_llama(args):
     rows = [{"engine": "ours", **r} for r in ours]
     with tempfile.TemporaryDirectory() as folder:
         for kind, path in write_ggufs(fields, folder).items():
-            probe = subprocess.run([sys.executable, "-c", f"from tools.llamacpp import decode_probe; "
-                                    f"decode_probe({str(path)!r}, {new_tokens}, {threads})"],
-                                   cwd=ROOT, capture_output=True, text=True)
-            if probe.returncode:
-                raise RuntimeError(f"the llama.cpp probe for {kind} failed: {probe.stderr.strip()[-300:]}")
             rows.append({"engine": "llama.cpp", "model": kind, "file": path.stat().st_size,
-                         **json.loads(probe.stdout.strip().splitlines()[-1])})
+                         **in_fresh_process("tools.llamacpp", str(path), new_tokens, threads)})
     return rows, llama_table(rows, fields, new_tokens, threads)
 
 

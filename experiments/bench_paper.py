@@ -16,11 +16,9 @@ and out), random weights (speed and size do not depend on them):
 """
 
 import importlib.util
-import json
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -28,6 +26,7 @@ from types import SimpleNamespace
 
 import torch
 
+from experiments.bench_infer import in_fresh_process
 from experiments.bench_train import ROOT
 from experiments.runs import train_settings
 from model import GPT, frozen_dim
@@ -51,10 +50,11 @@ def paper_config(fields):
 
 
 def random_models(fields):
-    """{name: (model, checkpoint stub)} at one shape, random weights: the frozen code-head ternary
-    model (random codes fill its placeholders: no source table, no SVD) and the learned tied model
-    with a ternary and a float body. The stub's tokenizer is the 256 bytes and 256 pairs (GGUF needs
-    one; the other ids stay unused tokens)."""
+    """(name, model, checkpoint stub) at one shape, one model at a time, random weights: the frozen
+    code-head ternary model (random codes fill its placeholders: no source table, no SVD) and the
+    learned tied model with a ternary and, where llama.cpp is installed (only it runs that one), a
+    float body. The stub's tokenizer is the 256 bytes and 256 pairs (GGUF needs one; the other ids
+    stay unused tokens)."""
     config = paper_config(fields)
     with tempfile.TemporaryDirectory() as folder:
         pairs = {b"e" + bytes([b]): 256 + b for b in range(256)}  # llama.cpp wants some merges
@@ -62,15 +62,17 @@ def random_models(fields):
         info = {"name": "bpe", "file": "bytes.tiktoken", "pattern": GPT2_PATTERN, "eot_id": config.vocab_size - 1}
         tokenizer = tokenizer_state(info, Path(folder) / "bytes.tiktoken")
     learned = dict(input="learned", head="untied", tie_weights=True, codes_from="")
-    models = {}
     for name, changes in (("frozen+codes, ternary", {}), ("learned+tied, ternary", learned),
                           ("learned+tied, float", {**learned, "body": "float"})):
+        if changes.get("body") == "float" and not importlib.util.find_spec("llama_cpp"):
+            continue  # the float model is only llama.cpp's
         torch.manual_seed(0)
         model = GPT(replace(config, **changes)).eval()
         if model.config.input == "frozen":
             model.wte.packed.random_(0, 256)
-        models[name] = model, {"model_config": asdict(model.config), "tokenizer": tokenizer}
-    return models
+        yield name, model, {"model_config": asdict(model.config), "tokenizer": tokenizer}
+
+
 def file_parts(contents):
     """Bytes of a packed file's tensors by part: [(part, bytes)]."""
     def size(t):
@@ -101,19 +103,10 @@ def c_probe(flat, new_tokens, threads):
     return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
 
 
-def probe(module, *args):
-    """A decode_probe (bench_infer's for our torch path, tools/llamacpp's for llama.cpp) in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", f"from {module} import decode_probe; decode_probe{args!r}"], cwd=ROOT,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"the {module} probe failed on {args[0]}: {done.stderr.strip()[-300:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def decode_rows(fields, new_tokens, threads, folder):
     """The decoding rows at one shape (see the module docstring)."""
     rows = []
-    for name, (model, ckpt) in random_models(fields).items():
+    for name, model, ckpt in random_models(fields):
         path = Path(folder) / name.replace(", ", "-")
         if model.config.body == "ternary":
             contents = packed_ternary(model, ckpt)
@@ -125,7 +118,8 @@ def decode_rows(fields, new_tokens, threads, folder):
             if model.config.input == "frozen":
                 rows.append({"engine": "ours, torch packed", "model": name, "parts": dict(file_parts(contents)),
                              "file": path.with_suffix(".ternary.pt").stat().st_size,
-                             **probe("experiments.bench_infer", str(path.with_suffix(".ternary.pt")), "ternary", new_tokens)})
+                             **in_fresh_process("experiments.bench_infer", str(path.with_suffix(".ternary.pt")), "ternary",
+                                                 new_tokens)})
         if model.config.input != "learned" or not importlib.util.find_spec("llama_cpp"):
             continue  # llama.cpp cannot hold a code head (tools/hf.py's neox_head), or is not installed
         for kind in (("TQ2_0",) if model.config.body == "ternary" else ("Q8_0", "F16")):
@@ -135,7 +129,7 @@ def decode_rows(fields, new_tokens, threads, folder):
                 rows.append({"engine": f"llama.cpp {kind}", "model": name, "refused": str(e).split(";")[0]})
                 continue
             rows.append({"engine": f"llama.cpp {kind}", "model": name, "file": gguf.stat().st_size,
-                         **probe("tools.llamacpp", str(gguf), new_tokens, threads)})
+                         **in_fresh_process("tools.llamacpp", str(gguf), new_tokens, threads)})
         del model
     return rows
 

@@ -95,8 +95,7 @@ def finished(directory, max_iters):
     return log.exists() and any(r["iter"] == max_iters and "val_loss" in r for r in read_log(log))
 
 
-# A run's kind: an input, optionally +variant (binary+ternary, learned+tied, frozen+codes). Each variant:
-# (what it adds to train.py's arguments, the learned kind it is measured against, what its base lacks)
+# A run's kind: an input, optionally +variant; a variant's (train.py arguments, learned control, what its base lacks)
 VARIANTS = {"ternary": (["--body=ternary"], "learned", "float body"),
             "tied": (["--tie_weights=True"], "learned", "untied head"),
             "codes": (["--head=codes"], "learned+tied", "untied head")}  # the frozen-code paper's pair
@@ -331,8 +330,9 @@ def summarize(runs):
         if kind != control(kind) and control(kind) in summary:
             s["vs_learned"] = gap(s, summary[control(kind)])
             s["steps_to_learned"] = steps_to_learned(runs[kind], runs[control(kind)])
-        if "+" in kind and kind.partition("+")[0] in summary:  # a variant against its input without it
-            s["vs_base"] = gap(s, summary[kind.partition("+")[0]])
+        base = kind.partition("+")[0]
+        if base != kind and base != control(kind) and base in summary:  # a variant against its input without it
+            s["vs_base"] = gap(s, summary[base])
     return summary
 
 

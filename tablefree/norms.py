@@ -24,17 +24,19 @@ def input_norms(model):
     device = model.ln_f.weight.device
     ids = torch.arange(model.config.vocab_size, device=device)
     inputs = torch.cat([model.wte(chunk.view(1, -1)).float().norm(dim=-1).flatten() for chunk in ids.split(CHUNK)])
-    norms = {"input": mean_std(inputs), "head": mean_std(head_rows(model).norm(dim=-1))}
+    norms = {"input": mean_std(inputs), "head": mean_std(head_row_norms(model))}
     if hasattr(model.wte, "cells"):
         norms["projection"] = mean_std(model.wte.cells.float().norm(dim=-1))
     return norms
 
 
-def head_rows(model):
-    """Each token's output row (V, n_embd), float32: the head's weight, or for the code head the
-    token's code through the projection, c(t) W / sqrt(D) (CodeHead), CHUNK tokens at a time."""
+def head_row_norms(model):
+    """The L2 norm of each token's output row (V,): the head's weight's rows, or for the code head
+    the token's code through the projection, c(t) W / sqrt(D) (CodeHead), CHUNK tokens at a time
+    (never a V x n_embd float table)."""
     head = model.lm_head
     if model.config.head != "codes":
-        return head.weight.float()
+        return head.weight.float().norm(dim=-1)
     weight = head.proj.weight.float()  # (D, n_embd)
-    return torch.cat([head.signs(rows, weight.dtype) @ weight for rows in model.wte.packed.split(CHUNK)]) / head.dim ** 0.5
+    return torch.cat([(head.signs(rows, weight.dtype) @ weight).norm(dim=-1) for rows in model.wte.packed.split(CHUNK)]
+                     ) / head.dim ** 0.5

@@ -52,8 +52,8 @@ def head_kind(c):
 
 def config_fields(c):
     """run.c's Config for GPTConfig c: 13 int32, then rope_base as float32."""
-    bits = {"binary": code_bits(c.vocab_size) + c.extra_bits, "affine": code_bits(c.vocab_size) + c.extra_bits,
-            "frozen": frozen_dim(c)}.get(c.input, 0)  # K, or frozen's D
+    K = code_bits(c.vocab_size) + c.extra_bits
+    bits = {"binary": K, "affine": K, "frozen": frozen_dim(c)}.get(c.input, 0)  # K, or frozen's D
     ints = [c.n_layer, c.n_head, c.n_embd, c.mlp_hidden(), c.vocab_size, c.block_size, INPUTS.index(c.input),
             HEADS.index(head_kind(c)), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
     return struct.pack("<13if", *ints, c.rope_base)
