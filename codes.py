@@ -27,15 +27,14 @@ paper gives none:
     frozen:  c(t) = [ (S_t - mean(S)) P^T > 0 ]    P: the top D right singular vectors of the
                                                    centred S, each signed so that its largest-
                                                    magnitude loading is positive (deterministic)
+
 Everything here is a pure function of its arguments: no I/O, no globals, and tensors stay on
 the device of the ids they were computed from. Bit order throughout is most significant bit
 first, so c(t) reads like the written binary number: c(5) = [0, ..., 0, 1, 0, 1].
 """
 
-import hashlib
 import random
 
-import numpy as np
 import torch
 
 LIFT_MODES = ("tile", "interleave")
@@ -218,7 +217,7 @@ def sign_pca(source: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor
     its largest-magnitude loading (the first such loading on a tie) so that the SVD's arbitrary
     signs do not reach the code. bits: uint8 (V, D), 1 where the projection is > 0 (an exact
     zero is 0). With mean and components a new word's code follows from its source row alone
-    (sign_project), so a checkpoint that keeps them can code words it never saw.
+    (sign_project): the source table codes words it never saw as it coded the others.
     """
     rows, width = source.shape
     if not 1 <= dim <= min(width, rows - 1):
@@ -231,13 +230,6 @@ def sign_pca(source: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor
     largest = components.abs().argmax(dim=1, keepdim=True)  # (D, 1)
     components = components * components.gather(1, largest).sign()
     return sign_project(source, mean, components), mean, components
-
-
-def source_digest(source: torch.Tensor) -> torch.Tensor:
-    """sha256 of a source table as float64, row-major, little-endian: uint8 (32,), the name frozen
-    codes keep of the table they were derived from."""
-    data = source.double().contiguous().cpu().numpy().astype("<f8").tobytes()
-    return torch.tensor(list(hashlib.sha256(data).digest()), dtype=torch.uint8)
 
 
 def sign_project(rows: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
@@ -264,57 +256,3 @@ def unpack_bits(packed: torch.Tensor, dim: int, table: torch.Tensor = None) -> t
     byte_bits (or in table, another (256, 8) of the same order: CodeHead's signs)."""
     table = byte_bits(packed.device) if table is None else table
     return table[packed.long()].flatten(-2)[..., :dim]  # (..., ceil(D / 8), 8) -> (..., D)
-
-
-def average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..N of x, ties given the mean of the ranks they span (as scipy's rankdata)."""
-    order = np.argsort(x, kind="stable")
-    sorted_x = x[order]
-    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # first index of each tie group
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat((starts + ends + 1) / 2, ends - starts)  # mean of ranks start+1 .. end
-    return ranks
-
-
-def code_quality(bits: torch.Tensor, source: torch.Tensor, pairs: int = 20_000, seed: int = 0,
-                 exact_below: int = 8192) -> dict:
-    """How good a frozen code is, since injectivity cannot be promised.
-
-    bits uint8 (V, D), source float (V, d). distinct: how many different codes the V tokens have.
-    min_hamming: over all pairs when V <= exact_below, else over the sampled pairs (the key
-    says which). mean_hamming: exact over all pairs, from each bit's share of ones p_j:
-    sum_j 2 p_j (1 - p_j) V / (V - 1). bit_balance: min / mean / max of p_j. spearman: rank
-    correlation between the source rows' cosine similarity and the codes' Hamming similarity
-    1 - h / D, on `pairs` pairs drawn with `seed` (i != j)."""
-    V, D = bits.shape
-    ones = bits.double().mean(dim=0)  # (D,) p_j
-    signs = 2 * bits.float() - 1  # (V, D); h(i, j) = (D - s_i . s_j) / 2
-    rng = np.random.default_rng(seed)
-    i = rng.integers(0, V, pairs)
-    j = (i + rng.integers(1, V, pairs)) % V  # never i
-    sampled = (D - (signs[i] * signs[j]).sum(dim=1)) / 2  # (pairs,)
-    if V <= exact_below:
-        min_hamming, how = D, "all pairs"
-        for start in range(0, V, 1024):  # (1024, V) at a time
-            h = (D - signs[start:start + 1024] @ signs.T) / 2
-            h[torch.arange(h.size(0)), torch.arange(start, start + h.size(0))] = D + 1  # not a pair
-            min_hamming = min(min_hamming, int(h.min()))
-    else:
-        min_hamming, how = int(sampled.min()), f"{pairs:,} sampled pairs"
-    unit = torch.nn.functional.normalize(source.double(), dim=1)
-    cosine = (unit[i] * unit[j]).sum(dim=1).numpy()
-    similarity = (1 - sampled / D).numpy()
-    spearman = np.corrcoef(average_ranks(cosine), average_ranks(similarity))[0, 1]
-    return {"V": V, "D": D, "distinct": len(torch.unique(bits, dim=0)), "min_hamming": min_hamming,
-            "min_hamming_over": how, "mean_hamming": float((2 * ones * (1 - ones)).sum() * V / (V - 1)),
-            "bit_balance": {"min": float(ones.min()), "mean": float(ones.mean()), "max": float(ones.max())},
-            "spearman": float(spearman), "spearman_pairs": pairs}
-
-
-def describe_quality(q: dict) -> str:
-    """code_quality's figures (or their means over seeds) as one line."""
-    return (f"{q['distinct']:,.0f} distinct codes of {q['V']:,.0f}, {q['D']:.0f} bits, Hamming distance min "
-            f"{q['min_hamming']:.4g} ({q['min_hamming_over']}) and mean {q['mean_hamming']:.1f}, share of ones per "
-            f"bit {q['bit_balance']['min']:.2f}-{q['bit_balance']['max']:.2f}, Spearman correlation of the source's "
-            f"cosine and the codes' Hamming similarity {q['spearman']:.3f} ({q['spearman_pairs']:,} pairs)")

@@ -13,7 +13,8 @@ The binary and affine codes are those of A. Bochkov, "Language Models Without a 
 Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); the
 byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); the frozen sign-PCA code is the
 recipe the 1.7B-class follow-up describes for its ternary system; codes.py has the formulas.
-The body's Linears are float, or ternary (GPTConfig.body = 'ternary': BitNet b1.58, tablefree/ternary.py).
+The body's Linears are float, or ternary (GPTConfig.body = 'ternary': BitNet b1.58,
+tablefree/ternary.py).
 Everything after the input is the same GPT in every variant, with an untied trainable head (or
 for frozen, GPTConfig.head = 'codes': its codes read back as the output, CodeHead): GPT-2's
 pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are Unsupervised
@@ -28,8 +29,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from codes import (affine_code, binary_code, byte_bits, byte_buffer, code_bits, code_quality, code_values,
-                   kronecker_values, lift_index, pack_bits, random_affine, sign_pca, source_digest, unpack_bits)
+from codes import (affine_code, binary_code, byte_bits, byte_buffer, code_bits, code_values,
+                   kronecker_values, lift_index, pack_bits, random_affine, sign_pca, unpack_bits)
 from tablefree.sampling import choose
 from tablefree.ternary import BitLinear
 
@@ -90,7 +91,7 @@ class LayerKV:
 
 
 def body_linear(config, n_in, n_out):
-    """Every Linear inside the blocks: float, or BitNet b1.58 ternary (tablefree/ternary.py) for body='ternary'."""
+    """Every Linear inside the blocks: float, or BitNet b1.58's for body='ternary'."""
     return (BitLinear if config.body == "ternary" else nn.Linear)(n_in, n_out, bias=config.bias)
 
 
@@ -105,7 +106,8 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, rope, kv=None):
         B, T, C = x.size()
-        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hs)
+        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hs)
         q, k = apply_rotary(qkv[:2], rope)  # (B, nh, T, hs) each, rotated together
         v = qkv[2]  # (B, nh, T, hs)
         if kv is None:  # training and full recompute: flash attention where available
@@ -202,13 +204,17 @@ class KroneckerInput(nn.Module):
     def __init__(self, config, vocab):
         super().__init__()
         if vocab is not None and len(vocab) != config.vocab_size:
-            raise ValueError(f"the tokenizer has {len(vocab)} tokens but vocab_size is {config.vocab_size}")
+            raise ValueError(f"the tokenizer has {len(vocab)} tokens but vocab_size is "
+                             f"{config.vocab_size}")
         longest = max((len(b) for b in vocab), default=0) if vocab is not None else 0
-        if vocab is not None and config.pos_dim > max(32, longest):  # 32: the package's default, whatever the tokens
-            raise ValueError(f"pos_dim={config.pos_dim} is more than the longest token's {longest} bytes (and the package's "
-                             f"default 32): the positions past it are always empty; give --pos_dim={max(32, longest)} or less")
+        most = max(32, longest)  # 32: the package's default, whatever the tokens
+        if vocab is not None and config.pos_dim > most:
+            raise ValueError(f"pos_dim={config.pos_dim} is more than the longest token's {longest} "
+                             f"bytes (and the package's default 32): the positions past it are always "
+                             f"empty; give --pos_dim={most} or less")
         self.pos_dim, D = config.pos_dim, 256 * config.pos_dim
-        self.cells = nn.Parameter(torch.randn(config.n_embd, D).t().contiguous() / math.sqrt(D))  # (D, n_embd): W^T
+        W = torch.randn(config.n_embd, D) / math.sqrt(D)
+        self.cells = nn.Parameter(W.t().contiguous())  # (D, n_embd): W^T
         # the bytes of every token; persistent, so a checkpoint carries its own code
         token_bytes, lengths = byte_buffer(vocab, config.pos_dim) if vocab is not None else (
             torch.zeros(config.vocab_size, config.pos_dim, dtype=torch.uint8),  # from a state dict
@@ -216,21 +222,18 @@ class KroneckerInput(nn.Module):
         self.register_buffer("token_bytes", token_bytes)  # (V, pos_dim) uint8
         self.register_buffer("lengths", lengths)  # (V,) int64
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        if prefix + "weight" in state_dict:  # a checkpoint from before `cells` holds W (n_embd, D)
-            state_dict[prefix + "cells"] = state_dict.pop(prefix + "weight").t().contiguous()
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
     def forward(self, idx):
         (B, T), D = idx.size(), self.cells.size(0)
         positions = torch.arange(self.pos_dim, device=idx.device)  # (pos_dim,)
         lengths = self.lengths[idx]  # (B, T)
         live = positions < lengths.unsqueeze(-1)  # (B, T, pos_dim): the token's L cells
-        cells = (self.token_bytes[idx].long() * self.pos_dim + positions).masked_fill(~live, D)  # D: the padding row
+        cells = self.token_bytes[idx].long() * self.pos_dim + positions  # (B, T, pos_dim)
+        cells = cells.masked_fill(~live, D)  # D: the padding row
         hot, cold = kronecker_values(lengths, self.pos_dim)  # (B, T) each
-        padded = torch.cat([self.cells, self.cells.new_zeros(1, self.cells.size(1))])  # (D + 1, n_embd)
+        padded = torch.cat([self.cells, self.cells.new_zeros(1, self.cells.size(1))])  # (D + 1, C)
+        weights = (hot - cold).view(B * T, 1).expand(-1, self.pos_dim)  # (B * T, pos_dim)
         x = F.embedding_bag(cells.view(B * T, -1), padded, padding_idx=D, mode="sum",
-                            per_sample_weights=(hot - cold).view(B * T, 1).expand(-1, self.pos_dim))  # (B * T, n_embd)
+                            per_sample_weights=weights)  # (B * T, n_embd)
         x = x + cold.view(B * T, 1) * self.cells.sum(dim=0)  # every cell holds at least `cold`
         return x.view(B, T, -1)  # (B, T, n_embd)
 
@@ -244,45 +247,28 @@ def frozen_dim(config):
 class FrozenCodeInput(BinaryCodeInput):
     """x(t) = R c(t), c(t) the frozen sign-PCA code of token t (codes.sign_pca). No parameters.
 
-    The codes are stored bit-packed, V x ceil(D / 8) bytes, and unpacked on the fly. The
-    derivation is kept beside them, in persistent buffers and so in every checkpoint: the
-    source's mean (d,) and signed components (D, d), which code a new word from its source row
-    (codes.sign_project; the sign rule, projection > 0 is 1, is the only other part), and the
-    source table's sha256 and shape, which name the table the codes were derived from.
-    """
+    The codes are stored bit-packed, V x ceil(D / 8) bytes, and unpacked on the fly. Nothing else
+    is kept: the source table (config.codes_from) gives the same codes again, which is how
+    extension checks it and codes a new word as the old ones were (tablefree/extension.py)."""
 
     def __init__(self, config, source=None):
         dim = frozen_dim(config)
         super().__init__(config, bits=dim)
         V = config.vocab_size
-        if source is None:  # placeholders a state dict fills (and resizes, for a source of another width)
-            packed, digest = torch.zeros(V, -(-dim // 8), dtype=torch.uint8), torch.zeros(32, dtype=torch.uint8)
-            mean, components, shape = torch.zeros(config.n_embd), torch.zeros(dim, config.n_embd), torch.zeros(2).long()
-        else:
+        packed = torch.zeros(V, -(-dim // 8), dtype=torch.uint8)  # a placeholder a state dict fills
+        if source is not None:
             if source.dim() != 2 or source.size(0) != V:
-                raise ValueError(f"the frozen codes' source table is {tuple(source.shape)} but the vocabulary has "
-                                 f"{V} tokens; derive them from a {V} x d table (a learned run on this dataset)")
-            bits, mean, components = sign_pca(source, dim)  # (V, D), (d,), (D, d)
-            packed, digest, shape = pack_bits(bits), source_digest(source), torch.tensor(source.shape)
-            self.quality = code_quality(bits, source)  # reported by train.py, not saved with the weights
+                raise ValueError(f"the frozen codes' source table is {tuple(source.shape)} but the "
+                                 f"vocabulary has {V} tokens; derive them from a {V} x d table (a "
+                                 f"learned run on this dataset)")
+            packed = pack_bits(sign_pca(source, dim)[0])  # (V, D) bits -> bytes
         self.register_buffer("packed", packed)  # (V, ceil(D / 8)) uint8
-        self.register_buffer("mean", mean.double())  # (d,) float64
-        self.register_buffer("components", components.double())  # (D, d) float64
-        self.register_buffer("source_sha256", digest)  # (32,) uint8
-        self.register_buffer("source_shape", shape)  # (2,) int64: V, d
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # the source's width d is not part of the config: the derivation's shapes come with it
-        for name in ("mean", "components"):
-            if prefix + name in state_dict:
-                setattr(self, name, torch.empty_like(state_dict[prefix + name], device=getattr(self, name).device))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def code(self, idx):
         return unpack_bits(self.packed[idx], self.bits)  # (B, T, D) uint8
 
 
-CODE_CHUNK = 8192  # rows of the code table unpacked at a time: 16 MB of float32 at D = 512, whatever V
+CODE_CHUNK = 8192  # code rows unpacked at a time: 16 MB of float32 at D = 512, whatever V
 
 
 class CodeHead(nn.Module):
@@ -308,7 +294,8 @@ class CodeHead(nn.Module):
 
     def forward(self, x, packed):
         z = self.proj(x) / math.sqrt(self.dim)  # (B, T, D)
-        logits = [z @ self.signs(rows, z.dtype).T for rows in packed.split(CODE_CHUNK)]  # (B, T, CODE_CHUNK) each
+        # (B, T, CODE_CHUNK) each, never a whole V x D float table
+        logits = [z @ self.signs(rows, z.dtype).T for rows in packed.split(CODE_CHUNK)]
         return torch.cat(logits, dim=-1) + self.bias  # (B, T, V)
 
 
@@ -342,46 +329,37 @@ class GPTConfig:
     code_seed: int = 0  # seed of A and b for 'affine'
     lift: str = "tile"  # 'tile' (the papers' R = [I_K; I_K; ...]) or 'interleave'
     code_values: str = "01"  # '01': the papers' bits, unscaled; 'pm1': 2c - 1
-    extra_bits: int = 0  # 'binary', 'affine': code with ceil(log2 V) + extra_bits bits, free codes for new ids
+    extra_bits: int = 0  # 'binary', 'affine': K = ceil(log2 V) + extra_bits, free codes for new ids
     tie_weights: bool = False  # share the input table with the head; 'learned' only
-    head: str = "untied"  # 'untied': a trainable V x n_embd projection; 'codes': frozen's code read back (CodeHead)
+    head: str = "untied"  # 'untied': a trainable V x n_embd matrix; 'codes': CodeHead
     rope_base: float = 10000.0  # rotary base, RoFormer's
-    pos_dim: int = 16  # 'kronecker': bytes per token kept (the paper's runs; the package's default is 32)
+    pos_dim: int = 16  # 'kronecker': bytes kept per token (the paper's runs; the package's: 32)
     code_dim: int = 512  # 'frozen': sign bits per token (the paper's 512), at most n_embd and V - 1
-    codes_from: str = ""  # 'frozen': the V x d table its codes were derived from (provenance)
-    body: str = "float"  # the blocks' Linears: 'float', or 'ternary' (BitNet b1.58, tablefree/ternary.py)
+    codes_from: str = ""  # 'frozen': the V x d table its codes are derived from
+    body: str = "float"  # the blocks' Linears: 'float', or 'ternary' (BitNet b1.58)
 
     def __post_init__(self):
-        if self.input not in INPUTS:
-            raise ValueError(f"unknown input {self.input!r}; choose one of {INPUTS}")
-        if self.body not in BODIES:
-            raise ValueError(f"unknown body {self.body!r}; choose one of {BODIES}")
-        for key in ("block_size", "n_layer", "n_head", "n_embd"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be at least 1, not {getattr(self, key)}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
-        if self.rope_base <= 0 or self.code_seed < 0:
-            raise ValueError(f"rope_base must be above 0 and code_seed at least 0, "
-                             f"not {self.rope_base} and {self.code_seed}")
+        """Refuse what no model can be (the settings' ranges: configurator.check_settings)."""
+        for key, choices in (("input", INPUTS), ("body", BODIES), ("head", HEADS)):
+            if getattr(self, key) not in choices:
+                raise ValueError(f"unknown {key} {getattr(self, key)!r}; choose one of {choices}")
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads "
                              f"of even size (rotary)")
-        if self.head not in HEADS or (self.head == "codes" and self.input != "frozen"):
-            raise ValueError(f"head must be one of {HEADS}, and 'codes' reads back the frozen input's codes: "
-                             f"not head={self.head!r} with input={self.input!r}")
+        if self.head == "codes" and self.input != "frozen":
+            raise ValueError(f"head='codes' reads back the frozen input's codes; "
+                             f"input={self.input!r} has none")
         if self.tie_weights and self.input != "learned":
             raise ValueError(f"tie_weights needs a trainable input table; input={self.input!r} "
                              f"has none, set tie_weights=False")
-        if self.pos_dim < 1 or self.code_dim < 1 or self.mlp_width < 0:
-            raise ValueError(f"pos_dim and code_dim must be at least 1 and mlp_width at least 0 (0 is 4 * n_embd), "
-                             f"not {self.pos_dim}, {self.code_dim} and {self.mlp_width}")
         if (self.input == "frozen") != bool(self.codes_from):
-            raise ValueError(f"codes_from names the table frozen codes are derived from (a learned run's "
-                             f"directory or a V x d tensor file): set it for input='frozen' and only then, "
-                             f"not input={self.input!r} with codes_from={self.codes_from!r}")
-        if self.extra_bits < 0 or (self.extra_bits and self.input not in ("binary", "affine")):
-            raise ValueError(f"extra_bits (at least 0) widens the binary and affine codes, not input={self.input!r}")
+            raise ValueError(f"codes_from names the table frozen codes are derived from (a "
+                             f"learned run's directory or a V x d tensor file): set it for "
+                             f"input='frozen' and only then, not input={self.input!r} with "
+                             f"codes_from={self.codes_from!r}")
+        if self.extra_bits and self.input not in ("binary", "affine"):
+            raise ValueError(f"extra_bits (free codes for new ids) widens the binary and affine "
+                             f"codes, not input={self.input!r}")
         if self.input in ("binary", "affine"):
             bits = code_bits(self.vocab_size) + self.extra_bits
             if bits > 62:
@@ -408,7 +386,7 @@ class GPT(nn.Module):
     def __init__(self, config, vocab=None, source=None):
         super().__init__()
         self.config = config
-        self.wte = make_input(config, vocab, source)  # vocab, source: what a new model's input is made from
+        self.wte = make_input(config, vocab, source)  # vocab, source: what a new input is made of
         self.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
@@ -444,7 +422,8 @@ class GPT(nn.Module):
         if start + T > self.config.block_size:
             raise ValueError(f"{start + T} positions exceed block_size={self.config.block_size}")
         rope = self.rotary(start, T)
-        x = self.drop(self.wte(idx).to(self.ln_f.weight.dtype))  # (B, T, n_embd), in a cast model's dtype
+        x = self.wte(idx).to(self.ln_f.weight.dtype)  # (B, T, n_embd), in a cast model's dtype
+        x = self.drop(x)
         for i, block in enumerate(self.h):
             x = block(x, rope, cache[i] if cache else None)
         x = self.ln_f(x)
@@ -463,7 +442,8 @@ class GPT(nn.Module):
         return [LayerKV(self.config.block_size) for _ in self.h]
 
     @torch.inference_mode()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None, top_p=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
+                 generator=None, top_p=None):
         """Extend idx (B, T) one token at a time, yielding each new (B, 1) as it is chosen.
 
         temperature 0 is greedy; else a draw, from the top_k likeliest and/or the top_p nucleus.
@@ -487,54 +467,26 @@ class GPT(nn.Module):
                 logits, _ = self(idx[:, -1:], cache=cache)
             logits = logits[:, -1, :].float()  # (B, V)
             if not torch.isfinite(logits).all():  # a damaged model: no token can be chosen from nan
-                raise ValueError(f"the model's logits are not finite after {idx.size(1)} tokens; the weights are "
-                                 f"damaged or diverged")
-            next_id = choose(logits, temperature, top_k, top_p, generator)  # (B, 1): tablefree/sampling.py
+                raise ValueError(f"the model's logits are not finite after {idx.size(1)} tokens; "
+                                 f"the weights are damaged or diverged")
+            next_id = choose(logits, temperature, top_k, top_p, generator)  # (B, 1)
             idx = torch.cat((idx, next_id), dim=1)
             yield next_id
 
-    def param_counts(self):
-        """Element counts by part: trainable parameters, plus the fixed input code stored."""
-        def trainable(module):
-            return sum(p.numel() for p in module.parameters() if p.requires_grad)
-        head = 0 if self.config.tie_weights else trainable(self.lm_head)
-        return {
-            "input": trainable(self.wte),
-            "input_fixed": sum(b.numel() for name, b in self.wte.named_buffers()
-                               if name in self.wte.state_dict()),  # saved buffers: A and b
-            "body": trainable(self.h) + trainable(self.ln_f),
-            "head": head,
-            "trainable": sum(p.numel() for p in self.parameters() if p.requires_grad),
-        }
-
-    def flops_per_token(self):
-        """Training FLOPs per token: 6 per matmul weight, plus 12 n_layer n_embd T for attention.
-
-        A. Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways" (2022,
-        arXiv:2204.02311), appendix B. An input lookup or a fixed code costs no matmul FLOPs, so
-        the input is left out. The code head's product with the fixed codes costs 4 a weight: a
-        forward and the input's gradient, no weight gradient.
-        """
-        c = self.config
-        if c.head == "codes":
-            head = 6 * self.lm_head.proj.weight.numel() + 4 * c.vocab_size * self.lm_head.dim
-        else:
-            head = 6 * self.lm_head.weight.numel()
-        return 6 * self.param_counts()["body"] + head + 12 * c.n_layer * c.n_embd * c.block_size
-
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, input_lr_scale=1.0):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
+                             input_lr_scale=1.0):
         """AdamW with decay on matrices only (not biases or norms); fused kernels if supported.
         input_lr_scale != 1 puts the input's trainable weights (a table, a projection; a tied head
         with its table) in a group of their own, "lr_scale" times the schedule's rate."""
         params = [p for p in self.parameters() if p.requires_grad]
         own = {id(p) for p in self.wte.parameters()} if input_lr_scale != 1 else set()
-        groups = [
-            {"params": [p for p in params if p.dim() >= 2 and id(p) not in own], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2 and id(p) not in own], "weight_decay": 0.0},
-        ]
+        matrices = [p for p in params if p.dim() >= 2 and id(p) not in own]
+        others = [p for p in params if p.dim() < 2 and id(p) not in own]  # biases, norms
+        groups = [{"params": matrices, "weight_decay": weight_decay},
+                  {"params": others, "weight_decay": 0.0}]
         if own:
-            groups.append({"params": [p for p in params if id(p) in own], "weight_decay": weight_decay,
-                           "lr_scale": input_lr_scale})
+            groups.append({"params": [p for p in params if id(p) in own],
+                           "weight_decay": weight_decay, "lr_scale": input_lr_scale})
         has_fused = "fused" in inspect.signature(torch.optim.AdamW).parameters
         fused = device_type in ("cuda", "cpu") and has_fused
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)

@@ -39,6 +39,9 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     p.add_argument("--engine", choices=("torch", "c"), default="torch",
                    help="c: tablefree/run.c, the torch-free runtime, for a packed export (model.ternary.pt)")
+    p.add_argument("--kernels", action="store_true",
+                   help="run a float model's Linears through tablefree/kernel.c's one-row CPU kernels (faster "
+                        "decoding; a packed export always uses them)")
     p.add_argument("--no_cache", action="store_true",
                    help="recompute the whole context window every token (the slow reference path)")
     args = p.parse_args(argv)
@@ -64,7 +67,7 @@ def read_prompt(path):
 def torch_engine(args, ckpt):
     """next_tokens(ids, i): the ids the model (in torch) chooses after the prompt ids, for sample i."""
     device = pick_device(args.device)
-    model = build_model(ckpt).to(device).eval()
+    model = build_model(ckpt, kernels=args.kernels).to(device).eval()
     autocast = pick_dtype("auto", device)[2]
     generator = torch.Generator(device).manual_seed(args.seed)
 
@@ -97,6 +100,7 @@ def sample(args, out=sys.stdout):
     enc = load_encoding(ckpt["tokenizer"])
     block_size = ckpt["model_config"]["block_size"]
     next_tokens = c_engine(args, ckpt, enc.eot_token) if args.engine == "c" else torch_engine(args, ckpt)
+    ckpt_step = ckpt.get("iter_num")
     del ckpt
     prompt = read_prompt(args.start_file) if args.start_file else args.start
     ids = enc.encode(prompt, allowed_special="all")
@@ -106,6 +110,7 @@ def sample(args, out=sys.stdout):
     if len(ids) > block_size:
         raise UserError(f"the prompt is {len(ids):,} tokens but the model sees at most "
                         f"block_size={block_size}; shorten it")
+    print(f"{loaded(args, ckpt_step)}; {len(ids):,} prompt tokens", file=sys.stderr)
     samples = []
     for i in range(args.num_samples):
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a token may end mid-character
@@ -123,6 +128,13 @@ def sample(args, out=sys.stdout):
         out.write(text.decode(b"", final=True) + "\n---------------\n")
         samples.append(new)
     return samples
+
+
+def loaded(args, step):
+    """The line that says what is sampled: the file, its step and the engine."""
+    at = f" (step {step:,})" if step is not None else ""
+    engine = "run.c" if args.engine == "c" else "torch" + (", C kernels" if args.kernels else "")
+    return f"sampling {find_checkpoint(args.ckpt)}{at} with {engine}"
 
 
 def main(argv=None):

@@ -15,29 +15,25 @@ pure function of (seed, rank, step), so a resumed run repeats the interrupted on
 
 import hashlib
 import math
-import os
 import sys
 import time
 from contextlib import nullcontext
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from codes import constant_ids, describe_quality
 from model import GPT
-from tablefree.checkpoint import (RunDir, build_model, finetune_from, interrupted, model_state, read_code_source,
-                                  refuse_to_overwrite, resume_from, same_tokenizer, save_checkpoint)
+from tablefree.checkpoint import (RunDir, build_model, interrupted, model_state, read_code_source, save_checkpoint,
+                                  starting_point)
 from tablefree.common import UserError, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
-from tablefree.cost import describe_cost, dry_run_vocab_size, estimate_cost
-from tablefree.data import bits_per_byte, get_batch, open_masks, open_split, read_meta, refuse_constant_codes
-from tablefree.device import peak_flops_of, pick_device, pick_dtype
-from tablefree.norms import input_norms
-from tablefree.tokenizer import load_encoding, tokenizer_state, vocab_bytes
+from tablefree.cost import duration, flops_per_token, param_counts, run_cost
+from tablefree.data import Dataset
+from tablefree.device import peak_flops_of, pick_device, pick_dtype, start_processes
+from tablefree.diagnostics import code_quality, describe_quality, input_norms
 
 # -----------------------------------------------------------------------------
 # I/O
@@ -121,111 +117,58 @@ def train(settings, given=None):
     set, as when a test passes complete settings."""
     s = check_settings(settings)
     if s.dry_run:
-        print(describe_cost(estimate_cost(s, dry_run_vocab_size(s))))
+        print(run_cost(s))
         return None
 
     # ---- processes and devices: one process per device under torchrun ----
-    ddp = "RANK" in os.environ
-    s.device = pick_device(s.device)
-    device_type = s.device.split(":")[0]
-    if ddp:
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-        if device_type == "cuda":
-            s.device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-            torch.cuda.set_device(s.device)
-    else:
-        rank, world = 0, 1
+    rank, world, s.device = start_processes(pick_device(s.device))
     master = rank == 0
+    device_type = s.device.split(":")[0]
     s.dtype, ptdtype, autocast = pick_dtype(s.dtype, s.device)
     if device_type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
-    # ---- the run directory, then the data: meta.json says the vocabulary, id type, bytes ----
-    out = Path(s.out_dir)
-    finetune = s.init_from not in ("scratch", "resume")  # a new run from a trained model's weights
-    if s.init_from != "resume":
-        refuse_to_overwrite(out, s.overwrite)
-    notices, finetuned_from = [], None  # a resumed run's recipe changes, printed below; the source
-    if s.init_from == "resume":
-        ckpt, notices = resume_from(s, given, out)  # also sets the model, dataset, seed and recipe
-        finetuned_from = ckpt.get("finetuned_from")
-    elif finetune:
-        ckpt, finetuned_from = finetune_from(s, given, out)  # also sets the model
+    # ---- where the run starts (scratch, resume or fine-tuning), then the data it trains on ----
+    start = starting_point(s, given)
+    s = start.settings  # a resumed run's model, data, seed and recipe are its checkpoint's
     if s.gradient_accumulation_steps % world:
         raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
                         f"multiple of the {world} ranks")
     accum = s.gradient_accumulation_steps // world  # micro-batches per rank per step
-    data = Path(s.data_dir) / s.dataset
-    meta = read_meta(data)
-    if s.vocab_size and s.vocab_size != meta["vocab_size"]:
-        raise UserError(f"vocab_size={s.vocab_size} but {data} has {meta['vocab_size']} tokens; prepare the data "
-                        f"with --vocab_size {s.vocab_size} (or drop --vocab_size to take the data's)")
-    if s.init_from == "resume" and ckpt["model_config"]["vocab_size"] != meta["vocab_size"]:
-        raise UserError(f"{out}/ckpt.pt has vocab_size {ckpt['model_config']['vocab_size']} but "
-                        f"{data} has {meta['vocab_size']}; prepare the data again as the run had it")
-    splits = {split: open_split(data, meta, split) for split in ("train", "val")}
-    masks = {split: open_masks(data, meta, split, shards, s.block_size) for split, shards in splits.items()}  # SFT's
-    tokenizer = tokenizer_state(meta["tokenizer"], data / meta["tokenizer"]["file"])  # saved in checkpoints
-    if finetune:
-        same_tokenizer(ckpt, finetuned_from, tokenizer, data, s.data_dir)
-    if s.init_from == "resume" and ckpt["tokenizer"] != tokenizer:
-        raise UserError(f"{data} was prepared again since {out}/ckpt.pt trained on it (another tokenizer or "
-                        f"source); prepare it as the run had it, or start a new run in another --out_dir")
-    val = meta["splits"]["val"]
+    data = Dataset(s.data_dir, s.dataset, s.block_size, s.vocab_size)
+    start.check_data(data)
 
-    def batch(split, *keys):
-        """x, y (B, T) on the device, drawn from a generator seeded by (seed, *keys)."""
-        generator = torch.Generator().manual_seed(seed_of(s.seed, *keys))
-        x, y = get_batch(splits[split], s.batch_size, s.block_size, generator, masks[split])
-        if device_type == "cuda":  # pinned memory lets the copy overlap with compute
-            x, y = x.pin_memory(), y.pin_memory()
-        return x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
-
-    # ---- model and optimizer, new or from out_dir/ckpt.pt ----
-    if s.init_from == "resume":
-        model = build_model(ckpt, kernels=False)
-        iter_num, best_val_loss = ckpt["iter_num"], ckpt["best_val_loss"]
-        elapsed, code_quality = ckpt["elapsed_s"], ckpt.get("code_quality")
-    elif finetune:  # its weights, fixed codes and derived buffers; everything else starts anew
-        model = build_model(ckpt, kernels=False)
-        iter_num, best_val_loss, elapsed, code_quality = 0, float("inf"), 0.0, ckpt.get("code_quality")
-    else:
-        torch.manual_seed(s.seed)  # the same initial weights on every rank
-        vocab = vocab_bytes(load_encoding(tokenizer), meta["vocab_size"])  # what 'kronecker' codes
-        source = read_code_source(s.codes_from, meta["vocab_size"]) if s.codes_from else None  # 'frozen''s
-        try:  # what only the data can tell (a frozen source too narrow, pos_dim past every token) is refused here
-            model = GPT(model_config(s, meta["vocab_size"]), vocab, source)
-        except ValueError as e:
-            raise UserError(str(e)) from None
-        iter_num, best_val_loss, elapsed = 0, float("inf"), 0.0
-        code_quality = getattr(model.wte, "quality", None)  # a code derived from a source reports how good it is
-    if hasattr(model.wte, "code"):  # a fixed code: no token of the data may enter as a constant vector
-        refuse_constant_codes(constant_ids(model.wte.code, model.config.vocab_size), data, meta, model.config.input)
+    # ---- model and optimizer, new or from the start's checkpoint ----
+    model, code_quality = make_model(s, start, data)
+    data.refuse_constant_codes(model)  # no token of the data may enter as a constant vector
     model.to(s.device)
     optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type,
                                            s.input_lr_scale)
-    if s.init_from == "resume":
-        optimizer.load_state_dict(ckpt["optimizer"])
-    ckpt = None  # the weights are in the model now
+    resumed = start.ckpt if start.resumed else {}
+    if resumed:
+        optimizer.load_state_dict(resumed["optimizer"])
+    iter_num, best_val_loss = resumed.get("iter_num", 0), resumed.get("best_val_loss", float("inf"))
+    started = time.time() - resumed.get("elapsed_s", 0.0)  # wall time of the run, counting the runs it resumes
+    start.ckpt = resumed = None  # the weights are in the model now
     scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)  # fp16 needs it, bf16 does not
     raw_model = model  # what checkpoints save: never the compiled or DDP wrapper
     if s.compile:
         model = torch.compile(model)
-    if ddp:
-        device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
-        model = DDP(model, device_ids=device_ids)
+    if dist.is_initialized():
+        model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None)
 
-    # ---- the run directory: resolved settings, tokenizer, log ----
-    counts = raw_model.param_counts()
+    # ---- the run directory (rank 0): resolved settings, then the log ----
+    counts = param_counts(raw_model)
     tokens_per_iter = s.gradient_accumulation_steps * s.batch_size * s.block_size
+    run_dir = None
     if master:
-        for notice in notices:
+        for notice in start.notices:
             print(notice)
-        run_dir = RunDir(out, iter_num, {"settings": vars(s), "model": asdict(raw_model.config), "data": meta,
-                                         "world_size": world, "params": counts, "code_quality": code_quality,
-                                         "finetuned_from": finetuned_from}, resumed=s.init_from == "resume")
+        run_dir = RunDir(s.out_dir, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
+                                               "data": data.meta, "world_size": world, "params": counts,
+                                               "code_quality": code_quality, "finetuned_from": start.finetuned_from},
+                         resumed=start.resumed)
         print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
               f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
         print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
@@ -234,37 +177,12 @@ def train(settings, given=None):
     progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step",
                     file=sys.stdout)
 
-    def log(record, line=None):
-        """Append record to log.jsonl and print line; rank 0 only."""
-        if master:
-            run_dir.append(record)
-            if line:
-                progress.write(line)
-
-    @torch.no_grad()
-    def evaluate():
-        """Mean loss of eval_iters fixed batches per split: the same batches at every evaluation
-        and for any number of ranks (rank r scores batches r, r + world, ...)."""
-        model.eval()
-        result = {}
-        for split in ("train", "val"):
-            losses = torch.zeros(s.eval_iters, device=s.device)
-            for k in range(rank, s.eval_iters, world):
-                x, y = batch(split, "eval", 0, k)  # the 0 keeps the seeds of earlier one-rank runs
-                with autocast:
-                    losses[k] = model(x, y)[1]
-            if ddp:
-                dist.all_reduce(losses)  # each batch's loss was filled in by exactly one rank
-            result[split] = losses.mean().item()
-        model.train()
-        return result
-
-    # ---- the loop ----
+    # ---- the loop: evaluate (and save) every eval_interval steps, log every log_interval ----
     peak = peak_flops_of(device_type, s.peak_flops)
-    flops_per_iter = raw_model.flops_per_token() * tokens_per_iter
+    flops_per_iter = flops_per_token(raw_model) * tokens_per_iter
     t0, t0_iter = time.time(), iter_num  # ms/step is timed over the steps since t0_iter
-    started = time.time() - elapsed  # wall time of the run, counting the runs it resumes
-    resumed_at = iter_num if s.init_from == "resume" and not s.eval_only else None  # its evaluation is logged
+    resumed_at = iter_num if start.resumed and not s.eval_only else None  # its evaluation is logged
+    losses, saved_at = None, None
     try:
         while True:
             lr = lr_at(iter_num, s)
@@ -274,13 +192,12 @@ def train(settings, given=None):
             is_eval_step = ((iter_num % s.eval_interval == 0 or iter_num == s.max_iters or s.eval_only)
                             and iter_num != resumed_at)
             if is_eval_step:
-                losses = evaluate()
+                losses = evaluate(model, data, s, rank, world, autocast)
                 require_finite_val(losses["val"], iter_num)
-                bpb = bits_per_byte(losses["val"], val.get("scored_tokens", val["tokens"]), val["bytes"])  # SFT: responses
-                ppl = math.exp(min(losses["val"], 50))
-                log({"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
-                     "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started,
-                     "norms": input_norms(raw_model) if master else None},  # the input's and the head's
+                bpb, ppl = data.val_bits_per_byte(losses["val"]), math.exp(min(losses["val"], 50))
+                log(run_dir, {"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
+                              "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started,
+                              "norms": input_norms(raw_model) if master else None},  # the input's and the head's
                     f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                     f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
                 improved = losses["val"] < best_val_loss
@@ -291,37 +208,23 @@ def train(settings, given=None):
                     save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
                                      "settings": vars(s), "iter_num": iter_num,
                                      "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
-                                     "tokenizer": tokenizer, "code_quality": code_quality,
-                                     "finetuned_from": finetuned_from}, out)
+                                     "tokenizer": data.tokenizer, "code_quality": code_quality,
+                                     "finetuned_from": start.finetuned_from}, s.out_dir)
+                    saved_at = iter_num
                 t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
             if iter_num >= s.max_iters or s.eval_only:
                 break
 
-            # forward and backward over accum micro-batches; gradients are all-reduced once, at the last
-            torch.manual_seed(seed_of(s.seed, "dropout", rank, iter_num))  # dropout: a function of the step
-            loss_sum = torch.zeros((), device=s.device)
-            for micro in range(accum):
-                # numbered across ranks, so N ranks see the same global batch as one process
-                x, y = batch("train", iter_num, rank * accum + micro)
-                sync = nullcontext() if not ddp or micro == accum - 1 else model.no_sync()
-                with sync, autocast:
-                    loss = model(x, y)[1]  # the logits (B, T, V) are not kept through the backward
-                scaler.scale(loss / accum).backward()
-                loss_sum += loss.detach()
-            if ddp:
-                dist.all_reduce(loss_sum)  # every rank takes the same decision below
-            # a finite loss can still give an overflowed gradient (docs/inputs.md), so the norm (the same
-            # on every rank: DDP has averaged the gradients) is checked with it, in one sync per step: a
-            # poisoned update never reaches the weights. With fp16 the scaler skips an overflowed
-            # gradient itself and lowers its scale.
-            scaler.unscale_(optimizer)
-            norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip) if s.grad_clip else
-                    torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
+            loss_sum, norm = forward_backward(model, optimizer, scaler, data, s, iter_num, rank, accum, autocast)
+            # a finite loss can still give an overflowed gradient (docs/inputs.md): both are checked, in
+            # one sync per step, so a poisoned update never reaches the weights. With fp16 the scaler
+            # skips an overflowed gradient itself and lowers its scale.
             if torch.isfinite(loss_sum) & (torch.isfinite(norm) | scaler.is_enabled()):
                 scaler.step(optimizer)
                 scaler.update()
             else:
-                skip_nonfinite(s.nonfinite, loss_sum.item() / s.gradient_accumulation_steps, norm.item(), iter_num, log)
+                skip_nonfinite(s.nonfinite, loss_sum.item() / s.gradient_accumulation_steps, norm.item(), iter_num,
+                               run_dir)
             optimizer.zero_grad(set_to_none=True)
             iter_num += 1
             progress.update()
@@ -332,24 +235,111 @@ def train(settings, given=None):
                 t0, t0_iter = time.time(), iter_num
                 mfu = flops_per_iter / dt / (peak * world) if peak else None
                 gpu_gb = torch.cuda.max_memory_allocated() / 1e9 if device_type == "cuda" else None  # this rank's peak
-                log({"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
-                     "tok_s": tokens_per_iter / dt, "mfu": mfu, "peak_gpu_gb": gpu_gb},
+                log(run_dir, {"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
+                              "tok_s": tokens_per_iter / dt, "mfu": mfu, "peak_gpu_gb": gpu_gb},
                     f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, "
                     f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else "")
-                    + (f", peak {gpu_gb:.1f} GB" if gpu_gb else ""))
+                    + (f", peak {gpu_gb:.1f} GB" if gpu_gb else "")
+                    + f", eta {duration(dt * (s.max_iters - iter_num) / 3600)}")  # training steps left
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
-        raise UserError(interrupted(iter_num, out)) from None
+        raise UserError(interrupted(iter_num, s.out_dir)) from None
     finally:
-        if master:
+        if run_dir:
             run_dir.close()
     progress.close()
-    if ddp:
-        log({"iter": iter_num, "rank_checksums": rank_checksums(raw_model, world)})
+    if master and not s.eval_only:
+        print(summary(s, iter_num, losses, best_val_loss, data, time.time() - started, saved_at))
+    if dist.is_initialized():
+        log(run_dir, {"iter": iter_num, "rank_checksums": rank_checksums(raw_model, world)})
         dist.destroy_process_group()
     return raw_model
 
 
-# ---- the helpers the run calls ----
+# ---- the helpers the run calls, in the order it calls them ----
+
+def make_model(s, start, data):
+    """(the GPT to train, its input code's quality or None): the start's checkpoint's weights, or
+    new weights from the seed, the same on every rank."""
+    if start.ckpt is not None:  # resumed or fine-tuned: its weights, fixed codes and derived buffers
+        return build_model(start.ckpt), start.ckpt.get("code_quality")
+    torch.manual_seed(s.seed)
+    source = read_code_source(s.codes_from, data.vocab_size) if s.codes_from else None  # 'frozen''s
+    try:  # what only the data can tell (a frozen source too narrow, pos_dim past every token) is refused here
+        model = GPT(model_config(s, data.vocab_size), data.token_bytes(), source)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if source is None:
+        return model, None
+    # a code derived from a source reports how good it is (in config.json and on screen)
+    return model, code_quality(model.wte.code(torch.arange(data.vocab_size)), source)
+
+
+def batch(data, split, s, *keys):
+    """x, y (B, T) on the device, drawn from a generator seeded by (seed, *keys)."""
+    generator = torch.Generator().manual_seed(seed_of(s.seed, *keys))
+    x, y = data.batch(split, s.batch_size, s.block_size, generator)
+    if s.device.startswith("cuda"):  # pinned memory lets the copy overlap with compute
+        x, y = x.pin_memory(), y.pin_memory()
+    return x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
+
+
+@torch.no_grad()
+def evaluate(model, data, s, rank, world, autocast):
+    """{'train': loss, 'val': loss}: the mean of eval_iters fixed batches per split, the same
+    batches at every evaluation and for any number of ranks (rank r scores batches r, r + world, ...)."""
+    model.eval()
+    result = {}
+    for split in ("train", "val"):
+        losses = torch.zeros(s.eval_iters, device=s.device)
+        for k in range(rank, s.eval_iters, world):
+            x, y = batch(data, split, s, "eval", 0, k)  # fixed keys: every evaluation scores these batches
+            with autocast:
+                losses[k] = model(x, y)[1]
+        if dist.is_initialized():
+            dist.all_reduce(losses)  # each batch's loss was filled in by exactly one rank
+        result[split] = losses.mean().item()
+    model.train()
+    return result
+
+
+def forward_backward(model, optimizer, scaler, data, s, iter_num, rank, accum, autocast):
+    """One step's gradients, over accum micro-batches per rank, unscaled and clipped: (the loss
+    summed over micro-batches and ranks, the gradient norm). DDP all-reduces the gradients once, at
+    the last micro-batch, so every rank holds the same gradient and takes the same decision."""
+    torch.manual_seed(seed_of(s.seed, "dropout", rank, iter_num))  # dropout: a function of the step
+    loss_sum = torch.zeros((), device=s.device)
+    for micro in range(accum):
+        # numbered across ranks, so N ranks see the same global batch as one process
+        x, y = batch(data, "train", s, iter_num, rank * accum + micro)
+        sync = model.no_sync() if isinstance(model, DDP) and micro < accum - 1 else nullcontext()
+        with sync, autocast:
+            loss = model(x, y)[1]  # the logits (B, T, V) are not kept through the backward
+        scaler.scale(loss / accum).backward()
+        loss_sum += loss.detach()
+    if dist.is_initialized():
+        dist.all_reduce(loss_sum)
+    scaler.unscale_(optimizer)
+    norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip) if s.grad_clip else
+            torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
+    return loss_sum, norm
+
+
+def log(run_dir, record, line=None):
+    """Append record to the run's log.jsonl and print line above the progress bar; rank 0 only
+    (the other ranks have no run_dir)."""
+    if run_dir is not None:
+        run_dir.append(record)
+        if line:
+            tqdm.write(line, file=sys.stdout)
+
+
+def summary(s, iter_num, losses, best_val_loss, data, seconds, saved_at):
+    """The line a run ends with: its last evaluation, the best, the time and where the weights are."""
+    last = (f"val loss {losses['val']:.4f} ({data.val_bits_per_byte(losses['val']):.3f} bits/byte), best "
+            f"{best_val_loss:.4f}") if losses else "not evaluated"
+    saved = f"{s.out_dir}/ckpt.pt at step {saved_at}" if saved_at is not None else "no checkpoint written"
+    return f"done: step {iter_num} of {s.max_iters} in {duration(seconds / 3600)}; {last}; {saved}"
+
 
 def seed_of(*keys):
     """A 63-bit seed from a tuple such as (seed, step, micro_step), the same in every process."""
@@ -375,14 +365,14 @@ def require_finite_val(val_loss, iter_num):
                         f"learning_rate or resume from the last good checkpoint")
 
 
-def skip_nonfinite(policy, loss, norm, iter_num, log):
+def skip_nonfinite(policy, loss, norm, iter_num, run_dir):
     """A step whose loss or gradient norm is not finite: stop with an error, or log that its update
     was skipped."""
     what = f"training loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {norm} (loss {loss:.4f})"
     if policy == "stop":
         raise UserError(f"{what} at step {iter_num}; stopped before updating the weights, the last "
                         f"checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
-    log({"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
+    log(run_dir, {"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
 
 
 def rank_checksums(model, world):

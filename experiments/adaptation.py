@@ -27,11 +27,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, evaluated, mean_std, pyplot, results_files, run_arguments, run_dir,
+from experiments.runs import (ROOT, difference, evaluated, mean_std, results_files, run_arguments, run_dir,
                               save_figure, train_run, train_settings)
 from model import INPUTS
 from tablefree.checkpoint import read_log
-from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.data import read_meta, split_ids
 from tablefree.device import machine, measured_on
 from tablefree.tokenizer import load_tokenizer

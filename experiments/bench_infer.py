@@ -21,7 +21,8 @@ import torch
 
 from experiments.bench_train import ROOT, memory_status, sync
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.packed import packed_ternary
 from tablefree.ternary import PackedTernaryLinear
 
 # decoding is memory-bound here: a 56.6M-weight body (8 x 12 x 768^2) read once per token
@@ -117,10 +118,10 @@ def linears_alone(model, prompt):
 
 
 def decode_probe(path, dtype, new_tokens):
-    """In a fresh process: load a model file as sample.py does, decode greedily at batch 1 with
+    """In a fresh process: load a model file as sample.py --kernels does, decode greedily at batch 1 with
     the KV cache (the median of 3 timings), and print JSON: tokens/s, the milliseconds a token
     spends in its Linears and elsewhere, weight bytes, resident memory now and at peak."""
-    model = build_model(load_checkpoint(path)).eval()
+    model = build_model(load_checkpoint(path), kernels=True).eval()  # as sample.py --kernels
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16)  # computed in bfloat16 throughout
     def size(module):
@@ -162,8 +163,8 @@ def ternary_table(rows, fields, new_tokens, threads):
     body = fields["n_layer"] * 12 * fields["n_embd"] ** 2
     table = [f"Shape: {fields['n_layer']} layers, n_embd {fields['n_embd']}, V = {fields['vocab_size']:,}, binary input: "
              f"{body / 1e6:.1f}M body weights; random weights (speed and size do not depend on them); batch 1, prompt "
-             f"16 tokens, {new_tokens} new tokens greedy with the KV cache, {threads} threads. Each "
-             f"model is loaded from its file in a fresh process, as sample.py does. A token's time is split into its "
+             f"16 tokens, {new_tokens} new tokens greedy with the KV cache, {threads} threads. Each model is "
+             f"loaded from its file in a fresh process, as sample.py --kernels does. A token's time is split into its "
              f"Linears (body and head, run alone on the inputs one decoded token gave them) and the rest.", "",
              "| model | file (MB) | weights in memory (MB) | of them the body's (MB) | process peak RSS (MB) | tokens/s | "
              "Linears (ms/token) | the rest (ms/token) | Linears' rate (G weights/s) |", "|---|---|---|---|---|---|---|---|---|"]

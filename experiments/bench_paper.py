@@ -31,7 +31,7 @@ from experiments.bench_train import ROOT
 from experiments.runs import train_settings
 from model import GPT, frozen_dim
 from tablefree import runtime
-from tablefree.checkpoint import packed_ternary
+from tablefree.packed import packed_ternary
 from tablefree.common import UserError
 from tablefree.configurator import model_config
 from tablefree.tokenizer import GPT2_PATTERN, save_ranks, tokenizer_state

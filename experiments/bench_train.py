@@ -17,6 +17,7 @@ import torch
 
 from model import INPUTS, GPT, GPTConfig, make_input
 from tablefree.corpus import fetch_source
+from tablefree.cost import flops_per_token, param_counts
 from tablefree.device import peak_flops_of, pick_dtype
 from tablefree.tokenizer import load_tokenizer
 
@@ -157,8 +158,7 @@ def synthetic_vocab(vocab_size):
 def config_of(kind, fields):
     """Each input's GPTConfig at a bench shape. 'frozen' is built with no source table: its codes
     stay zero-filled placeholders of their trained size (V x D / 8 bytes), as fast as derived
-    ones, so no SVD of a V x n_embd table runs inside a timing or a memory peak (the derivation's
-    D x d float64 components, 4 MB at the papers' width, are left out)."""
+    ones, so no SVD of a V x n_embd table runs inside a timing or a memory peak."""
     return GPTConfig(input=kind, **fields, codes_from="(placeholder codes)" if kind == "frozen" else "")
 
 
@@ -184,10 +184,10 @@ def bench_train(args):
             timed = time_steps(runs, [(x, x)], 2 if args.quick else 15, args)
             for kind, raw in raws.items():
                 seconds, wander, warmup = timed[kind]
-                flops = raw.flops_per_token() * x.numel() / seconds
+                flops = flops_per_token(raw) * x.numel() / seconds
                 rows.append({"shape": shape, "input": kind, "compiled": compiled, "ms": 1000 * seconds, "spread": wander,
                              "tok_s": x.numel() / seconds, "flops": flops, "mfu_vendor": flops / vendor if vendor else None,
-                             "warmup_s": warmup, "trainable": raw.param_counts()["trainable"]})
+                             "warmup_s": warmup, "trainable": param_counts(raw)["trainable"]})
     peak = max(peak, matmul_peak(args)[0])  # measured again after the steps: the faster of the two is the ceiling
     for r in rows:
         r["mfu"] = r["flops"] / peak

@@ -25,12 +25,12 @@ import json
 import sys
 from pathlib import Path
 
-from codes import describe_quality
-from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, pyplot, results_files, run_all,
+from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, results_files, run_all,
                               run_dir, save_figure, summarize, train_settings)
 from model import INPUTS
-from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
+from tablefree.diagnostics import describe_quality
 
 PRESETS = {"cpu": "experiments/config/compare_cpu.py", "gpu": "config/binary.py"}  # in the checkout
 # every input, the ternary body's cost, and the frozen-code paper's pair: its code head against a tied table
@@ -55,10 +55,11 @@ def report(name, command, machine, summary):
         for key, against in (("vs_learned", control(kind)), ("vs_base", variant and f"{name} ({VARIANTS[variant][2]})")):
             if key in s:
                 v = s[key]
-                verdict = "exceeds" if v["exceeds_seed_variation"] else "is within"
+                verdict = "exceeds seed variation (|gap| >" if v["exceeds_seed_variation"] else \
+                    "is within seed variation (|gap| <="
                 lines.append(f"- {kind} vs {against}: val loss {v['loss_gap']:+.4f} nats (perplexity "
                              f"{100 * v['ppl_ratio']:+.1f}%), standard error {v['stderr']:.4f}; the gap {verdict} "
-                             f"seed variation (|gap| > 2 standard errors).")
+                             f"2 standard errors).")
     for kind, s in summary.items():
         t = s.get("steps_to_learned")
         if t and t["reached"]:
@@ -87,7 +88,7 @@ def norm_table(summary):
     """The logged norms per input: the mean L2 norm at the first evaluation -> the last, mean over seeds."""
     if not all("norms" in s for s in summary.values()):
         return []
-    lines = ["", "Norms (train.py's log, tablefree/norms.py): the mean L2 norm of the vectors the V tokens enter the "
+    lines = ["", "Norms (train.py's log, tablefree/diagnostics.py): the mean L2 norm of the vectors the V tokens enter the "
              "Transformer by, of the head's rows, and of the Kronecker projection's rows (one per byte x position "
              "cell), at step 0 -> at the end, mean over seeds.", "",
              "| input | token inputs | head rows | Kronecker projection rows |", "|---|---|---|---|"]

@@ -27,6 +27,7 @@ from model import GPT, INPUTS
 from tablefree.checkpoint import CKPT_NAME, read_log
 from tablefree.common import UserError, check_output
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
+from tablefree.cost import flops_per_token
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: train.py and tools/ live there
 TRAIN = ROOT / "train.py"
@@ -42,14 +43,13 @@ def train_settings(argv):
 
 
 def run_size(settings, vocab_size):
-    """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of
-    one run; the FLOPs are the same for every input (train.py's count leaves the input out), so a
-    frozen run's is counted as binary's, without its codes' source."""
+    """(training FLOPs, tokens, the binary-input model on the meta device: no memory, no time) of one
+    run; the FLOPs are the same for every input (their count leaves the input out): frozen's too."""
     s = check_settings({**settings, "input": "binary", "codes_from": ""})
     with torch.device("meta"):
         model = GPT(model_config(s, vocab_size))
     tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
-    return model.flops_per_token() * tokens, tokens, model
+    return flops_per_token(model) * tokens, tokens, model
 
 
 def results_files(folder, name):
@@ -385,15 +385,3 @@ def save_figure(fig, axes, path):
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-
-
-def pyplot():
-    """matplotlib.pyplot drawing to files, or None (and a note) when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)")
-        return None
-    return plt

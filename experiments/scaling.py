@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runs import (ROOT, finished, gap, pyplot, results_files, run_all, run_dir, run_size, summarize,
+from experiments.runs import (ROOT, finished, gap, results_files, run_all, run_dir, run_size, summarize,
                               train_settings)
-from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
+from tablefree.cost import param_counts
 from tablefree.data import read_meta
 from tablefree.device import machine, measured_on
 
@@ -67,7 +68,7 @@ def compute_of(settings, data_dir):
     meta = read_meta(Path(data_dir) / settings["dataset"])
     flops, tokens, model = run_size(settings, meta["vocab_size"])
     table = meta["vocab_size"] * settings["n_embd"]  # learned's trainable parameters = binary's + the table
-    return (flops, meta["vocab_size"], table / (model.param_counts()["trainable"] + table),
+    return (flops, meta["vocab_size"], table / (param_counts(model)["trainable"] + table),
             tokens / meta["splits"]["train"]["tokens"])
 
 

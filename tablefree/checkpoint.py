@@ -1,5 +1,6 @@
 """The run directory: checkpoints written atomically and loaded safely (the one loader train,
-sample and eval share), config.json and the log.jsonl every run appends to.
+sample and eval share), config.json and the log.jsonl every run appends to, and where a run
+starts: from scratch, resumed from its own checkpoint, or fine-tuned from another run's.
 
 A checkpoint is a dict of tensors and plain values (so `torch.load(weights_only=True)` can
 read it without running any pickled code): the raw model's state_dict, its GPTConfig, the
@@ -8,29 +9,23 @@ directory needs to resume, sample or evaluate.
 """
 
 import fcntl
-import hashlib
 import json
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from model import GPT, GPTConfig, Rotary, make_input
+from model import GPT, GPTConfig
+from tablefree import kernel
 from tablefree.common import UserError, append_line, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
-from tablefree import kernel
-from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary, pack_ternary
+from tablefree.packed import build_packed, tensors_sha256
 
 CKPT_NAME = "ckpt.pt"
-FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
-# the run's recipe (and whether it compiles, which can change its numbers): a resumed run keeps the
-# checkpoint's unless one is given, and says so when it is
-RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "input_lr_scale", "min_lr",
-          "warmup_iters", "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval",
-          "eval_iters", "log_interval", "always_save_checkpoint", "nonfinite", "compile")
 
 
 def save_checkpoint(state, out_dir):
@@ -56,17 +51,6 @@ def read_log(path):
         print(f"warning: {path}: dropped {len(dropped)} unreadable line(s): "
               f"{', '.join(map(str, dropped[:10]))}", file=sys.stderr)
     return records
-
-
-def refuse_to_overwrite(out, overwrite):
-    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
-    never writes its files into a dataset."""
-    work = holds_work(out)
-    if work == "a dataset":
-        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
-    if work == "a run" and not overwrite:
-        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
-                        f"choose another --out_dir, or replace it with --overwrite=True")
 
 
 class RunDir:
@@ -145,6 +129,19 @@ def load_checkpoint(path, device="cpu", flag="--ckpt"):
     if missing:
         raise UserError(f"{path} is not a tablefree checkpoint "
                         f"(missing {', '.join(sorted(missing))})")
+    return upgrade(ckpt)
+
+
+def upgrade(ckpt):
+    """A checkpoint of an earlier version in today's names: before `cells` (D, n_embd) the
+    Kronecker projection was saved as wte.weight (n_embd, D); frozen codes kept their source's
+    mean, components, sha256 and shape, which the source itself now gives (tablefree/extension.py)."""
+    state, kind = ckpt["model"], ckpt["model_config"].get("input")
+    if kind == "kronecker" and "wte.weight" in state:
+        state["wte.cells"] = state.pop("wte.weight").t().contiguous()
+    if kind == "frozen":
+        for name in ("mean", "components", "source_sha256", "source_shape"):
+            state.pop(f"wte.{name}", None)
     return ckpt
 
 
@@ -181,18 +178,18 @@ def read_code_source(path, vocab_size):
     return source
 
 
-def build_model(ckpt, kernels=True):
+def build_model(ckpt, kernels=False):
     """The GPT a checkpoint (or a packed export, tools/export.py) describes, with its weights loaded.
-    kernels: its Linears run one-row inference in the C kernel where there is one (kernel.fast_linears;
-    train.py, which only trains, leaves them as they are)."""
+    A float model's Linears stay nn.Linear unless kernels (sample.py --kernels, the benchmarks): then
+    one-row inference runs in the C kernel where there is one (kernel.fast_linears). A packed model's
+    run there always: that is what it is packed for."""
     try:
         config = GPTConfig(**ckpt["model_config"])
         if "ternary" in ckpt:
             if "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
                 raise UserError("the packed file's weights are not the ones it was written with (sha256 differs): "
                                 "it is damaged; export it again from its checkpoint")
-            model = build_packed(config, ckpt)
-            return kernel.fast_linears(model) if kernels else model
+            return kernel.fast_linears(build_packed(config, ckpt))
         model = GPT(config)
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError, KeyError) as e:
@@ -201,102 +198,91 @@ def build_model(ckpt, kernels=True):
     return kernel.fast_linears(model) if kernels else model
 
 
-FORMAT = "tablefree-ternary-1"
-# frozen's derivation (its source's mean and components, float64) codes new words, which an export never
-# adds (extend the checkpoint): left out of packed files, 2.6 MB at the frozen-code paper's shape
-DERIVATION = {"wte.mean", "wte.components"}
-
-
-def packed_ternary(model, ckpt):
-    """The packed file's contents for a trained model with a ternary body (tools/export.py writes it;
-    build_packed reads it)."""
-    if model.config.body != "ternary":
-        raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
-                        f"(train one: python train.py ... --body=ternary)")
-    layers, packed_names = {}, set()
-    for name, module in model.named_modules():
-        if isinstance(module, BitLinear):
-            w_t, gamma = absmean_ternary(module.weight.detach().float())
-            layers[name] = {"packed": pack_ternary(w_t), "in_features": module.in_features, "gamma": gamma}
-            packed_names.add(f"{name}.weight")
-    params = {name for name, _ in model.named_parameters()}
-    rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
-            for name, t in model.state_dict().items() if name not in packed_names | DERIVATION | tied_head(model.config)}
-    return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
-            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
-            "sha256": tensors_sha256(rest, layers)}
-
-
-def tied_head(config):
-    """A tied head's name, whose weight a packed file stores once, as the input table's."""
-    return {"lm_head.weight"} if config.tie_weights else set()
-
-
-def tensors_sha256(rest, layers):
-    """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order):
-    written with the file and checked when it is read, so flipped bytes are an error, not nan."""
-    digest = hashlib.sha256()
-    items = [*rest.items(), *((f"{name}.{key}", value) for name, layer in layers.items() for key, value in layer.items())]
-    for name, value in sorted(items, key=lambda item: item[0]):
-        digest.update(name.encode())
-        if isinstance(value, torch.Tensor):
-            digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
-            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        else:
-            digest.update(repr(value).encode())
-    return digest.hexdigest()
-
-
-def build_packed(config, ckpt):
-    """A GPT from a packed ternary export whose body never exists in float: the model is built
-    on the meta device (shapes, no memory), each ternary Linear is replaced by a packed one from
-    its 2-bit weights (kept at 2 bits for the C kernel, else unpacked to int8; one line on stderr
-    says which), and the rest is loaded in float32 from the file."""
-    with torch.device("meta"):
-        model = GPT(config)
-    model.wte = make_input(config)  # real modules for the parts with derived (unsaved) buffers
-    model.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
-    rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
-    for name, layer in ckpt["ternary"].items():
-        parent, child = name.rsplit(".", 1)
-        setattr(model.get_submodule(parent), child, PackedTernaryLinear(
-            layer["packed"], layer["in_features"], layer["gamma"], bias=rest.pop(f"{name}.bias", None), lib=kernel.kernel()))
-    int8_buffers = {f"{name}.{buffer}" for name in ckpt["ternary"] for buffer in ("weight", "codes", "gamma")}
-    if set(rest) & int8_buffers:
-        raise ValueError("the packed file holds a float copy of a ternary layer's weight")
-    missing, unexpected = model.load_state_dict(rest, strict=False, assign=True)
-    if unexpected or any(k not in int8_buffers | DERIVATION | tied_head(config) for k in missing):
-        raise ValueError(f"the packed file does not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    for name in DERIVATION & set(missing):  # not placeholders that would code new words wrongly: nothing
-        setattr(model.wte, name.split(".")[1], None)
-    if config.tie_weights:
-        model.lm_head.weight = model.wte.weight
-    if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
-        raise ValueError("the packed file leaves part of the model without weights")
-    print(f"ternary matmul: {kernel.describe()}", file=sys.stderr)
-    return model
-
-
 def model_state(model):
     """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
     return {"model": model.state_dict(), "model_config": asdict(model.config)}
 
 
-def finetune_from(s, given, out):
-    """(the checkpoint s.init_from names, what the new run records of it) for a new run in out from its weights
-    (fine-tuning): step 0, a fresh optimizer, the new run's own schedule and data. The model
-    settings become the checkpoint's (one given with another value is an error: the weights fix
-    the architecture), except dropout, which acts only in training and may be set anew."""
+# ---- where a run starts: from scratch, resumed from its checkpoint, or fine-tuned from another run ----
+
+FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
+# the run's recipe (and whether it compiles, which can change its numbers): a resumed run keeps the
+# checkpoint's unless one is given, and says so when it is
+RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "input_lr_scale", "min_lr",
+          "warmup_iters", "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval",
+          "eval_iters", "log_interval", "always_save_checkpoint", "nonfinite", "compile")
+
+
+@dataclass
+class Start:
+    """What a run starts from. settings: the run's; ckpt: the checkpoint (None from scratch);
+    notices: lines to print (a resumed run's recipe changes); finetuned_from: the source run's
+    record (fine-tuning, and runs resumed from one)."""
+    settings: SimpleNamespace
+    ckpt: dict = None
+    notices: list = field(default_factory=list)
+    finetuned_from: dict = None
+
+    @property
+    def resumed(self):
+        return self.settings.init_from == "resume"
+
+    def check_data(self, data):
+        """Refuse a dataset (data.Dataset) other than the one this start's weights were trained with."""
+        if self.ckpt is None:
+            return
+        ours, theirs = self.ckpt["tokenizer"], data.tokenizer
+        out = self.settings.out_dir
+        if self.resumed and self.ckpt["model_config"]["vocab_size"] != data.vocab_size:
+            raise UserError(f"{out}/ckpt.pt has vocab_size {self.ckpt['model_config']['vocab_size']} but "
+                            f"{data.path} has {data.vocab_size}; prepare the data again as the run had it")
+        if self.resumed and ours != theirs:
+            raise UserError(f"{data.path} was prepared again since {out}/ckpt.pt trained on it (another tokenizer "
+                            f"or source); prepare it as the run had it, or start a new run in another --out_dir")
+        if not self.resumed and ours != theirs:  # the tokenizer's entry and rank file: two BPEs of one size differ
+            source, a, b = self.finetuned_from, ours["info"], theirs["info"]
+            raise UserError(f"{source['checkpoint']} was trained with a {a['name']} tokenizer of {a['vocab_size']:,} "
+                            f"tokens (data {source['dataset']!r}) but {data.path} was prepared with another "
+                            f"({b['name']}, {b['vocab_size']:,} tokens); prepare it with the model's: python "
+                            f"prepare.py ... --tokenizer_from {Path(self.settings.data_dir) / str(source['dataset'])}")
+
+
+def starting_point(s, given):
+    """The Start for s.init_from: 'scratch', 'resume' (s.out_dir's checkpoint) or a trained run's
+    folder or .pt (fine-tuning). given: the keys the user set (None: every key)."""
+    if s.init_from == "resume":
+        return resume_from(s, given)
+    refuse_to_overwrite(s.out_dir, s.overwrite)
+    return Start(s) if s.init_from == "scratch" else finetune_from(s, given)
+
+
+def refuse_to_overwrite(out, overwrite):
+    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
+    never writes its files into a dataset."""
+    work = holds_work(out)
+    if work == "a dataset":
+        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
+    if work == "a run" and not overwrite:
+        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
+                        f"choose another --out_dir, or replace it with --overwrite=True")
+
+
+def finetune_from(s, given):
+    """A new run in s.out_dir from the weights of the run s.init_from names: step 0, a fresh
+    optimizer, the new run's own schedule and data. The model settings become the checkpoint's (one
+    given with another value is an error: the weights fix the architecture), except dropout, which
+    acts only in training and may be set anew."""
     if not Path(s.init_from).exists():
         raise UserError(f"init_from={s.init_from!r} is not 'scratch', 'resume' or a trained run (no such folder or "
                         f"file); give one of them")
     path = find_checkpoint(s.init_from, "--init_from")
-    if Path(out).resolve() == path.parent.resolve():
-        raise UserError(f"--out_dir {out} holds the run being fine-tuned; give the new run its own --out_dir")
+    if Path(s.out_dir).resolve() == path.parent.resolve():
+        raise UserError(f"--out_dir {s.out_dir} holds the run being fine-tuned; give the new run its own --out_dir")
     ckpt = load_checkpoint(path, "cpu", flag="--init_from")
     if "ternary" in ckpt:
         raise UserError(f"{path} is a packed export, which keeps no float weights to train; fine-tune from the "
                         f"run's ckpt.pt")
+    s = SimpleNamespace(**vars(s))
     recorded = asdict(GPTConfig(**ckpt["model_config"]))  # fields added since: their defaults
     for key in MODEL_KEYS:
         trained, asked = recorded[key], getattr(s, key)
@@ -307,23 +293,14 @@ def finetune_from(s, given, out):
                             f"the checkpoint's architecture: drop --{key}")
         else:
             setattr(s, key, trained)
-    return ckpt, {"checkpoint": str(path), "iter_num": ckpt.get("iter_num"),
-                  "dataset": ckpt.get("settings", {}).get("dataset")}
+    source = {"checkpoint": str(path), "iter_num": ckpt.get("iter_num"),
+              "dataset": ckpt.get("settings", {}).get("dataset")}
+    step = f" (step {source['iter_num']})" if source["iter_num"] is not None else ""
+    return Start(s, ckpt, [f"fine-tuning {path}{step}"], source)
 
 
-def same_tokenizer(ckpt, source, tokenizer, data, data_dir):
-    """Refuse data prepared with another tokenizer than the fine-tuned model's (tokenizer.tokenizer_state:
-    its entry and rank file, so two BPEs of one size still differ); source: finetune_from's record."""
-    if ckpt["tokenizer"] != tokenizer:
-        ours, theirs = ckpt["tokenizer"]["info"], tokenizer["info"]
-        raise UserError(f"{source['checkpoint']} was trained with a {ours['name']} tokenizer of {ours['vocab_size']:,} "
-                        f"tokens (data {source['dataset']!r}) but {data} was prepared with another ({theirs['name']}, "
-                        f"{theirs['vocab_size']:,} tokens); prepare it with the model's: python prepare.py ... "
-                        f"--tokenizer_from {Path(data_dir) / str(source['dataset'])}")
-
-
-def resume_from(s, given, out):
-    """(the checkpoint in out, the notices to print) after fitting the settings s to it.
+def resume_from(s, given):
+    """The run in s.out_dir, to go on from its last checkpoint.
 
     The checkpoint fixes the architecture, the dataset and the seed: one of them given (in
     `given`, or every key when given is None) with another value is an error, the others take
@@ -331,11 +308,13 @@ def resume_from(s, given, out):
     checkpoint's too unless given; a given change is allowed and comes back as a notice, and
     max_iters may grow but not fall below the step reached. The rest (where and how the run
     runs: out_dir, data_dir, device, dtype, peak_flops) follows the command."""
+    out = s.out_dir
     ckpt = load_checkpoint(out, "cpu", flag="--out_dir")
     missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
     if missing:
         raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
                         f"evaluated but not resumed; start a new run in another out_dir")
+    s = SimpleNamespace(**vars(s))
     recorded = {**ckpt["settings"], **asdict(GPTConfig(**ckpt["model_config"]))}  # fields added since: defaults
     for key in FIXED_BY_CHECKPOINT:
         trained, asked = recorded[key], getattr(s, key)
@@ -343,7 +322,7 @@ def resume_from(s, given, out):
             raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
                             f"drop --{key} or start a new run in another out_dir")
         setattr(s, key, trained)
-    notices = []
+    notices = [f"resuming {out}/ckpt.pt at step {ckpt['iter_num']}"]
     for key in RECIPE:
         trained, asked = recorded.get(key, getattr(s, key)), getattr(s, key)  # a setting added since: as asked
         if given is not None and key not in given:
@@ -353,4 +332,4 @@ def resume_from(s, given, out):
     if s.max_iters < ckpt["iter_num"]:
         raise UserError(f"{out}/ckpt.pt is at step {ckpt['iter_num']}, past max_iters={s.max_iters}; give "
                         f"--max_iters={ckpt['iter_num']} or more, or drop --max_iters")
-    return ckpt, notices
+    return Start(s, ckpt, notices, ckpt.get("finetuned_from"))

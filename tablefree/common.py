@@ -195,3 +195,15 @@ def _exchange(a, b):
     if error in (errno.ENOSYS, errno.EINVAL):  # a kernel or filesystem without it
         return False
     raise OSError(error, os.strerror(error), str(b))
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None (and a note) when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install -r requirements-extras.txt)")
+        return None
+    return plt

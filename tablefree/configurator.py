@@ -144,9 +144,11 @@ def script_settings(script):
 
 MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")  # V: from the data
 
-# the lowest value each numeric run setting may take (GPTConfig checks the model's own)
+# the lowest value each numeric setting may take (GPTConfig checks the combinations)
 AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "batch_size",
-                             "gradient_accumulation_steps"), 1),
+                             "gradient_accumulation_steps", "block_size", "n_layer", "n_head", "n_embd", "pos_dim",
+                             "code_dim"), 1),
+            **dict.fromkeys(("mlp_width", "code_seed", "extra_bits"), 0),
             **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
                              "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops", "vocab_size",
                              "input_lr_scale"), 0)}
@@ -160,6 +162,8 @@ def check_settings(settings):
         require(getattr(s, key) >= low, key, getattr(s, key), f"at least {low}")
     for key in ("beta1", "beta2"):
         require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
+    require(0 <= s.dropout < 1, "dropout", s.dropout, "in [0, 1)")
+    require(s.rope_base > 0, "rope_base", s.rope_base, "above 0")
     for key, choices in CHOICES.items():
         require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
     model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)

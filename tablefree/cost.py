@@ -2,8 +2,8 @@
 
     python train.py config/binary.py --dry_run=True
 
-The model is built on the meta device (shapes, no memory), so the counts are GPT.param_counts()
-and GPT.flops_per_token() of the very model train.py would build. Activation memory cannot be
+The model is built on the meta device (shapes, no memory), so the counts are param_counts and
+flops_per_token (below) of the very model train.py would build. Activation memory cannot be
 read off shapes alone: it is measured on this CPU, as the tensors autograd keeps for the
 backward pass of a training forward at the config's own widths with 1 and 2 layers and 1 and 2
 sequences of PROBE_TOKENS tokens, and scaled to n_layer x batch_size x block_size. It is linear
@@ -27,6 +27,35 @@ PROBE_TOKENS = 32  # tokens per probe sequence: small, and past every shape's co
 MFU = 0.4  # the model FLOPs utilisation the wall times assume
 CLUSTERS = (("H100", 8), ("A100", 8))  # (GPU, how many) the wall time is given for
 GPU_BYTES = 80e9  # an H100's or A100's memory, for the warning
+
+
+def param_counts(model):
+    """A GPT's element counts by part: trainable parameters, plus the fixed input code stored."""
+    def trainable(module):
+        return sum(p.numel() for p in module.parameters() if p.requires_grad)
+    wte = model.wte
+    return {
+        "input": trainable(wte),
+        "input_fixed": sum(b.numel() for name, b in wte.named_buffers() if name in wte.state_dict()),  # A, b, ...
+        "body": trainable(model.h) + trainable(model.ln_f),
+        "head": 0 if model.config.tie_weights else trainable(model.lm_head),
+        "trainable": trainable(model),
+    }
+
+
+def flops_per_token(model):
+    """A GPT's training FLOPs per token: 6 per matmul weight, plus 12 n_layer n_embd T for attention.
+
+    A. Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways" (2022,
+    arXiv:2204.02311), appendix B. An input lookup or a fixed code costs no matmul FLOPs, so
+    the input is left out. The code head's product with the fixed codes costs 4 a weight: a
+    forward and the input's gradient, no weight gradient."""
+    c, head = model.config, model.lm_head
+    if c.head == "codes":
+        head_flops = 6 * head.proj.weight.numel() + 4 * c.vocab_size * head.dim
+    else:
+        head_flops = 6 * head.weight.numel()
+    return 6 * param_counts(model)["body"] + head_flops + 12 * c.n_layer * c.n_embd * c.block_size
 
 
 def saved_bytes(model, idx, dtype):
@@ -78,10 +107,10 @@ def estimate_cost(s, vocab_size, activations=True):
     config = model_config(s, vocab_size)
     with torch.device("meta"):
         model = GPT(config)
-    counts = model.param_counts()
+    counts = param_counts(model)
     dtype = DTYPES.get(s.dtype, torch.bfloat16)  # 'auto': bfloat16, what a GPU run picks
     tokens_per_step = s.gradient_accumulation_steps * s.batch_size * s.block_size
-    per_token = model.flops_per_token()
+    per_token = flops_per_token(model)
     evaluations = s.max_iters // s.eval_interval + 1
     eval_tokens = evaluations * 2 * s.eval_iters * s.batch_size * s.block_size  # two splits, forward only
     flops = per_token * tokens_per_step * s.max_iters + per_token / 3 * eval_tokens
@@ -161,3 +190,8 @@ def dry_run_vocab_size(s):
     if not s.vocab_size and not (data / "meta.json").exists():
         raise UserError(f"the dry run needs the vocabulary: give --vocab_size=N, or prepare {data} first")
     return s.vocab_size or read_meta(data)["vocab_size"]
+
+
+def run_cost(s):
+    """What train.py --dry_run=True prints: the cost of the run the settings s describe."""
+    return describe_cost(estimate_cost(s, dry_run_vocab_size(s)))

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from codes import constant_ids
 from tablefree.common import UserError
-from tablefree.tokenizer import tokenizer_state
+from tablefree.tokenizer import load_encoding, tokenizer_state, vocab_bytes
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
@@ -25,6 +26,45 @@ PREPARE = {
     "fineweb-edu": "python prepare.py --dataset fineweb-edu --vocab_size 65536 --max_tokens 17.5e9 "
                    "--val_fraction 0.0005 --workers 16",
 }
+
+
+class Dataset:
+    """A prepared dataset (data_dir/name) as a run reads it: meta.json, the splits' token bins as
+    memmaps (and an SFT dataset's masks), the tokenizer checkpoints store, random batches.
+
+    vocab_size: the run's V; 0 takes the data's, another value must equal it."""
+
+    def __init__(self, data_dir, name, block_size, vocab_size=0):
+        self.path = Path(data_dir) / name
+        self.meta = read_meta(self.path)
+        self.vocab_size = self.meta["vocab_size"]
+        if vocab_size and vocab_size != self.vocab_size:
+            raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; prepare the "
+                            f"data with --vocab_size {vocab_size} (or drop --vocab_size to take the data's)")
+        self.splits = {split: open_split(self.path, self.meta, split) for split in ("train", "val")}
+        self.masks = {split: open_masks(self.path, self.meta, split, shards, block_size)  # SFT's, else None
+                      for split, shards in self.splits.items()}
+        self.tokenizer = tokenizer_state(self.meta["tokenizer"], self.path / self.meta["tokenizer"]["file"])
+
+    def batch(self, split, batch_size, block_size, generator):
+        """x, y (B, T) int64 (get_batch), the targets an SFT mask leaves out set to -1."""
+        return get_batch(self.splits[split], batch_size, block_size, generator, self.masks[split])
+
+    def val_bits_per_byte(self, val_loss):
+        """A validation loss in bits per byte (an SFT set's: of its scored response tokens)."""
+        val = self.meta["splits"]["val"]
+        return bits_per_byte(val_loss, val.get("scored_tokens", val["tokens"]), val["bytes"])
+
+    def token_bytes(self):
+        """Every token's raw bytes (tokenizer.vocab_bytes): what the kronecker input codes."""
+        return vocab_bytes(load_encoding(self.tokenizer), self.vocab_size)
+
+    def refuse_constant_codes(self, model):
+        """Refuse this data for a fixed-code model in which a token the data holds enters as a
+        constant code (refuse_constant_codes); a learned or kronecker input has none."""
+        if hasattr(model.wte, "code"):
+            constant = constant_ids(model.wte.code, model.config.vocab_size)
+            refuse_constant_codes(constant, self.path, self.meta, model.config.input)
 
 
 def prepare_command(directory):

@@ -1,14 +1,30 @@
-"""Where a script runs: the device and dtype rules every script shares, the peak FLOP/s of known
-GPUs for MFU, and a description of the machine for results files."""
+"""Where a script runs: the processes of a torchrun launch, the device and dtype rules every script
+shares, the peak FLOP/s of known GPUs for MFU, and a description of the machine for results files."""
 
+import os
 import platform
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from tablefree.common import UserError
+
+
+def start_processes(device):
+    """(rank, world size, this process's device) for a device name (pick_device's). Under torchrun
+    (RANK set) one process per device joins the process group: NCCL on GPUs, each rank on its own
+    LOCAL_RANK's GPU, gloo elsewhere. Otherwise one process: (0, 1, device)."""
+    if "RANK" not in os.environ:
+        return 0, 1, device
+    cuda = device.startswith("cuda")
+    dist.init_process_group(backend="nccl" if cuda else "gloo")
+    if cuda:
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(device)
+    return dist.get_rank(), dist.get_world_size(), device
 
 
 def pick_device(name):

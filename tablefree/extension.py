@@ -9,7 +9,7 @@ Each input codes a new token its own way (GROW), the rest of the model is untouc
                token's (V = 2^K leaves no free code; --extra_bits leaves some)
     kronecker  its bytes' code, free: the projection is shared by every token
     frozen     its source row (the mean of its pieces' rows of the table the codes were derived
-               from, checked against the recorded sha256) projected as the old ones were
+               from, checked to give the model's codes) projected as the old ones were
 
 and the head: an untied head's new row is the mean of its pieces' rows, a tied head shares the
 table's, and the code head's new row is the token's new code, free, with its pieces' mean bias.
@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 import torch.nn as nn
 
-from codes import byte_buffer, pack_bits, sign_project, source_digest
+from codes import byte_buffer, pack_bits, sign_pca, sign_project
 
 
 def mean_rows(table, pieces):
@@ -50,14 +50,14 @@ def grow_bytes(model, pieces, new_bytes, source):
 
 def grow_frozen(model, pieces, new_bytes, source):
     wte = model.wte
-    if wte.components is None:
-        raise ValueError("a packed export keeps the frozen codes but not their derivation, which codes new words; "
-                         "extend the run's checkpoint")
-    if source is None or not torch.equal(source_digest(source), wte.source_sha256.cpu()):
-        raise ValueError("the frozen codes' source table is missing or is not the one they were derived "
-                         "from (sha256 differs); give the original table")
-    bits = sign_project(mean_rows(source.double(), pieces), wte.mean.cpu(), wte.components.cpu())  # (M, D)
-    wte.packed = torch.cat([wte.packed, pack_bits(bits).to(wte.packed.device)])
+    if source is None:
+        raise ValueError("frozen codes code a new word from the table they were derived from; give it")
+    bits, mean, components = sign_pca(source, wte.bits)  # deterministic: the model's codes again
+    if bits.size(0) != model.config.vocab_size or not torch.equal(pack_bits(bits), wte.packed.cpu()):
+        raise ValueError("the frozen codes' source table is not the one they were derived from (it gives "
+                         "other codes); give the original table")
+    new = sign_project(mean_rows(source.double(), pieces), mean, components)  # (M, D)
+    wte.packed = torch.cat([wte.packed, pack_bits(new).to(wte.packed.device)])
     return {}
 
 

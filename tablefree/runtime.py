@@ -60,7 +60,7 @@ def config_fields(c):
 
 
 def tensors(contents):
-    """{run.c's name: the tensor it reads} for a packed export's contents (checkpoint.packed_ternary)."""
+    """{run.c's name: the tensor it reads} for a packed export's contents (packed.packed_ternary)."""
     c, model = GPTConfig(**contents["model_config"]), contents["model"]
     out = {name: t.float() for name, t in model.items() if name.startswith(("h.", "ln_f."))}  # norms, biases
     for name, layer in contents["ternary"].items():

@@ -28,7 +28,7 @@ import train
 from conftest import TINY
 from experiments import bench, compare
 from model import GPT, GPTConfig
-from tablefree.checkpoint import packed_ternary, tensors_sha256
+from tablefree.packed import packed_ternary, tensors_sha256
 from tablefree.configurator import resolve
 from tools import evaluate, export, extend, llama
 
@@ -229,7 +229,7 @@ CASES = [
      "sha256 differs"),
     # settings whose useful range only the data tells
     ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; prepare the data with --vocab_size 512"),
-    ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width at least 0 (0 is 4 * n_embd), not 16, 512 and -1"),
+    ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width must be at least 0, not -1"),
     ("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"),
     ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; drop --init_from"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim=100000 is more than the longest token's"),
@@ -380,7 +380,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(world):
     child.stdout.read(10)
     child.stdout.close()
     stderr = child.stderr.read().decode()
-    assert child.wait() == 1 and stderr == "", stderr
+    assert child.wait() == 1 and stderr.startswith("sampling ") and stderr.count("\n") == 1, stderr  # what it loaded
 
 
 def test_llama_check_fits_a_context_below_48_tokens(world):

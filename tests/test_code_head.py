@@ -13,6 +13,7 @@ from conftest import TINY
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, read_log
 from tablefree.configurator import resolve
+from tablefree.cost import param_counts
 from tools import export
 
 SHAPE = dict(vocab_size=300, n_layer=2, n_head=2, n_embd=64, block_size=16, input="frozen", codes_from="random",
@@ -45,7 +46,7 @@ def test_no_vocabulary_sized_trainable_matrix():
     model, _ = code_head_model()
     V, n_embd = 300, 64
     assert not [name for name, p in model.named_parameters() if p.dim() == 2 and V in p.shape]
-    counts = model.param_counts()
+    counts = param_counts(model)
     assert counts["head"] == n_embd * 48 + V and counts["input"] == 0
     assert counts["trainable"] == counts["body"] + counts["head"]
     tied = GPT(GPTConfig(**{**SHAPE, "input": "learned", "codes_from": ""}, tie_weights=True))

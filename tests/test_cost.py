@@ -10,7 +10,7 @@ import torch
 import train
 from model import GPT, GPTConfig
 from tablefree.configurator import check_settings, model_config, resolve
-from tablefree.cost import estimate_cost, forward_memory
+from tablefree.cost import estimate_cost, flops_per_token, forward_memory, param_counts
 
 SMALL = ["--n_layer=3", "--n_head=4", "--n_embd=64", "--block_size=64", "--batch_size=4", "--vocab_size=300",
          "--max_iters=100", "--eval_interval=50", "--eval_iters=5", "--gradient_accumulation_steps=3"]
@@ -25,12 +25,12 @@ def test_dry_run_counts_are_the_models(extra):
     source = torch.randn(300, 64) if s.input == "frozen" else None
     model = GPT(model_config(s, 300), vocab, source)
     cost = estimate_cost(s, 300, activations=False)
-    assert cost["params"] == model.param_counts()
-    assert cost["flops_per_token"] == model.flops_per_token()
+    assert cost["params"] == param_counts(model)
+    assert cost["flops_per_token"] == flops_per_token(model)
     tokens = 3 * 4 * 64 * 100  # steps x tokens a step
     eval_tokens = (100 // 50 + 1) * 2 * 5 * 4 * 64  # evaluations x splits x batches x tokens
-    assert cost["flops"] == pytest.approx(model.flops_per_token() * (tokens + eval_tokens / 3))
-    assert cost["memory"]["AdamW state"] == 8 * model.param_counts()["trainable"]
+    assert cost["flops"] == pytest.approx(flops_per_token(model) * (tokens + eval_tokens / 3))
+    assert cost["memory"]["AdamW state"] == 8 * param_counts(model)["trainable"]
 
 
 def test_dry_run_prints_and_touches_nothing(tmp_path, capsys):

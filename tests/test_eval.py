@@ -384,7 +384,7 @@ def test_the_data_source_can_come_from_the_environment(monkeypatch):
 
 def test_the_layered_probe_by_hand(run):
     from tools.probes import layer_cosines
-    model = build_model(load_checkpoint(run), kernels=False).eval()
+    model = build_model(load_checkpoint(run)).eval()
     enc = load_encoding(load_checkpoint(run)["tokenizer"])
     pairs = load_probe_set("layers")
     assert len(pairs) == 48 and {p["category"] for p in pairs} == {"byte_similar", "meaning_similar"}

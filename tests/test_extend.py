@@ -8,7 +8,7 @@ import regex
 import torch
 
 import train
-from codes import binary_code, byte_buffer, sign_project, unpack_bits
+from codes import binary_code, byte_buffer, sign_pca, sign_project, unpack_bits
 from conftest import ROOT, TINY
 from model import GPT, GPTConfig
 from tablefree.checkpoint import load_checkpoint
@@ -59,7 +59,7 @@ def test_old_tokens_are_unchanged_and_new_ones_coded_by_the_rule(kind):
         assert torch.allclose(x, fresh.wte(new)[0])
     if kind == "frozen":
         rows = torch.stack([source[p].double().mean(dim=0) for p in PIECES])
-        bits = sign_project(rows, model.wte.mean, model.wte.components)
+        bits = sign_project(rows, *sign_pca(source, 32)[1:])  # the old codes' mean and components
         assert torch.equal(unpack_bits(model.wte.packed[64:], 32), bits)
 
 
@@ -77,7 +77,7 @@ def test_a_new_words_code_head_row_is_its_code():
     add_tokens(model, PIECES, NEW_BYTES, source)
     assert model.lm_head.bias.shape == (67,) and not any(p.size(0) == 67 and p.dim() == 2 for p in model.parameters())
     rows = torch.stack([source[p].double().mean(dim=0) for p in PIECES])
-    codes = sign_project(rows, model.wte.mean, model.wte.components)  # (3, D): the input's new codes
+    codes = sign_project(rows, *sign_pca(source, 32)[1:])  # (3, D): the input's new codes
     assert torch.equal(unpack_bits(model.wte.packed[64:], 32), codes)
     assert torch.allclose(model.lm_head.bias[64:], torch.stack([bias[p].mean() for p in PIECES]))
     with torch.no_grad():
@@ -102,8 +102,12 @@ def test_binary_codes_are_free_while_they_last():
 
 def test_frozen_refuses_another_source():
     model, source = tiny("frozen")
-    with pytest.raises(ValueError, match="sha256 differs"):
-        add_tokens(model, PIECES, NEW_BYTES, source + 1)
+    with pytest.raises(ValueError, match="not the one they were derived from"):
+        add_tokens(model, PIECES, NEW_BYTES, torch.randn_like(source))
+    with pytest.raises(ValueError, match="give it"):
+        add_tokens(model, PIECES, NEW_BYTES)
+    add_tokens(model, PIECES, NEW_BYTES, source + 1)  # shifted rows: the same codes, so the same new ones
+    assert model.config.vocab_size == 67
 
 
 def test_adaptation_moves_only_the_new_rows():
@@ -182,10 +186,10 @@ def test_extend_end_to_end(data_dir, tmp_path):
         assert r["before"]["n"] > r["after"]["n"]  # fewer tokens for the same bytes
         assert r["after"]["new_tokens"]["n"] > 0 and abs(r["bpb_change"]) < 1
     assert "| frozen | 1 |" in (tmp_path / "extension.md").read_text()
-    for how in ("mean", "random"):  # no adaptation: only the new rows' start differs
+    for how in ("mean", "random"):  # no adaptation: only the new rows' start differs; the report goes to the run
         extend.main(["--ckpt", str(tmp_path / "learned"), "--new_tokens", "8", "--data_dir", str(data_dir),
-                     "--results_dir", str(tmp_path), "--name", how, "--new_rows", how])
-    mean, drawn = (json.loads((tmp_path / f"{how}.json").read_text())["runs"][0] for how in ("mean", "random"))
+                     "--name", how, "--new_rows", how])
+    mean, drawn = (json.loads((tmp_path / "learned" / f"{how}.json").read_text())["runs"][0] for how in ("mean", "random"))
     assert drawn["table_rows"] == "random" and mean["table_rows"] == "mean" and rows[1]["table_rows"] is None
     assert drawn["before"] == mean["before"] and drawn["after"]["bpb"] != mean["after"]["bpb"]
     table = torch.zeros(5, 3, requires_grad=True)

@@ -9,6 +9,7 @@ cannot be reached.
 
 import json
 import sys
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -17,10 +18,11 @@ import train
 from codes import byte_buffer, kronecker_values, utf8_safe_truncate
 from conftest import TINY, reference_kronecker_code
 from model import GPT, GPTConfig
-from tablefree.checkpoint import load_checkpoint
+from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.corpus import fetch_source
+from tablefree.cost import param_counts
 from tablefree.tokenizer import load_encoding, load_tokenizer, vocab_bytes
 
 SAMPLES = [b"hello", b" world", b"\xe2\x80", b"", b"a" * 40, "naïve café au lait, très".encode(), b"<|endoftext|>",
@@ -109,9 +111,9 @@ def test_parameter_accounting_at_both_scales():
     with torch.device("meta"):
         cpu = GPT(GPTConfig(vocab_size=1024, n_layer=6, n_head=4, n_embd=160, block_size=128, input="kronecker"))
         papers = GPT(GPTConfig(vocab_size=65536, n_layer=32, n_head=32, n_embd=1024, input="kronecker"))
-    assert cpu.param_counts()["input"] == 4096 * 160 == 655_360  # larger than the 1,024 x 160 = 163,840 table
-    assert papers.param_counts()["input"] == 4096 * 1024 == 4_194_304  # far smaller than 67,108,864
-    assert papers.param_counts()["input_fixed"] == 65536 * 16 + 65536  # the byte buffer and the lengths
+    assert param_counts(cpu)["input"] == 4096 * 160 == 655_360  # larger than the 1,024 x 160 = 163,840 table
+    assert param_counts(papers)["input"] == 4096 * 1024 == 4_194_304  # far smaller than 67,108,864
+    assert param_counts(papers)["input_fixed"] == 65536 * 16 + 65536  # the byte buffer and the lengths
 
 
 def test_a_checkpoint_carries_its_byte_buffer_and_resumes_exactly(data_dir, tmp_path, tiny_vocab):
@@ -142,14 +144,14 @@ def test_truncation_counts_on_gpt2s_vocabulary(tmp_path):
     assert len(vocab) - torch.unique(codes, dim=0).size(0) == 30  # 30 tokens share a code with another
 
 
-def test_a_checkpoint_with_the_projection_as_weight_still_loads():
+def test_a_checkpoint_with_the_projection_as_weight_still_loads(tmp_path):
     """Before `cells` (D, n_embd) the projection was saved as `wte.weight` (n_embd, D)."""
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=len(SAMPLES), n_layer=1, n_head=2, n_embd=24, block_size=8, input="kronecker")
     model = GPT(config, SAMPLES)
     old = {("wte.weight" if k == "wte.cells" else k): (v.t() if k == "wte.cells" else v) for k, v in model.state_dict().items()}
-    loaded = GPT(config)
-    loaded.load_state_dict(old)
+    torch.save({"model": old, "model_config": asdict(config), "tokenizer": {}}, tmp_path / "ckpt.pt")
+    loaded = build_model(load_checkpoint(tmp_path))
     idx = torch.randint(0, len(SAMPLES), (2, 8), generator=torch.Generator().manual_seed(3))
     assert torch.equal(loaded(idx)[0], model(idx)[0])
 

@@ -8,6 +8,7 @@ from torch.nn import functional as F
 
 from conftest import reference_codebook, reference_lift
 from model import GPT, GPTConfig, INPUTS, apply_rotary
+from tablefree.cost import param_counts
 
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(50)]  # a, b, ..., z, aa, bb, ...: 50 tokens
@@ -45,7 +46,7 @@ def test_fixed_inputs_have_no_parameters_and_get_no_gradient(kind):
     _, loss = model(idx, idx)
     loss.backward()
     assert all(b.grad is None and not b.requires_grad for b in model.wte.buffers())
-    assert model.param_counts()["input"] == 0
+    assert param_counts(model)["input"] == 0
     assert all(p.grad is not None for p in model.parameters())  # the rest of the model learns
 
 
@@ -76,7 +77,7 @@ def test_each_variant_overfits_one_batch(kind):
 def test_learned_minus_fixed_is_exactly_the_table():
     shape = dict(vocab_size=65536, n_embd=1024, n_layer=32, n_head=32, block_size=1024)
     with torch.device("meta"):  # no memory, no init cost
-        counts = {kind: GPT(GPTConfig(input=kind, **shape, **source_name(kind))).param_counts() for kind in INPUTS}
+        counts = {kind: param_counts(GPT(GPTConfig(input=kind, **shape, **source_name(kind)))) for kind in INPUTS}
     assert counts["learned"]["trainable"] - counts["binary"]["trainable"] == 65536 * 1024 == 67_108_864
     assert counts["affine"]["trainable"] == counts["binary"]["trainable"]
     assert counts["learned"]["input"] == 67_108_864 and counts["affine"]["input_fixed"] == 16 * 16 + 16

@@ -12,7 +12,8 @@ import train
 from conftest import TINY
 from model import GPT, GPTConfig
 from tablefree import runtime
-from tablefree.checkpoint import build_model, packed_ternary
+from tablefree.checkpoint import build_model
+from tablefree.packed import packed_ternary
 from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tools import export

@@ -10,10 +10,10 @@ import sample
 import train
 from conftest import TINY
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, packed_ternary, read_log, tensors_sha256
+from tablefree.checkpoint import build_model, load_checkpoint, read_log
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.extension import add_tokens
+from tablefree.packed import packed_ternary, tensors_sha256
 from tablefree.ternary import (BitLinear, PackedTernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
                      unpack_ternary)
 from tools import export
@@ -81,9 +81,6 @@ def test_export_decodes_the_training_models_tokens(kind):
     if kind == "frozen+codes":  # the one code table, stored and read as bits: (V, D / 8) bytes, never a float table
         assert contents["model"]["wte.packed"].dtype == torch.uint8 and contents["model"]["wte.packed"].shape == (300, 6)
         assert torch.equal(packed.wte.packed, model.wte.packed)
-        assert "wte.components" not in contents["model"] and packed.wte.components is None  # extension: the checkpoint's
-        with pytest.raises(ValueError, match="extend the run's checkpoint"):
-            add_tokens(packed, [[1, 2]], [b"ab"])
         assert not [n for n, t in [*packed.named_parameters(), *packed.named_buffers()] if t.dim() == 2
                     and t.is_floating_point() and t.shape[0] == 300]
     layers = [m for m in packed.modules() if isinstance(m, PackedTernaryLinear)]

@@ -16,6 +16,7 @@ from conftest import TINY
 from model import GPT, GPTConfig, INPUTS
 from tablefree.checkpoint import build_model, load_checkpoint, read_log
 from tablefree.common import UserError
+from tablefree.cost import param_counts
 from tablefree.configurator import MODEL_KEYS, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +174,7 @@ def test_paper_configs_differ_only_in_the_input():
     assert 16.5e9 < tokens < 17.5e9
     with torch.device("meta"):
         model = GPT(GPTConfig(vocab_size=65536, **{k: s[k] for k in MODEL_KEYS}))
-    assert model.param_counts()["trainable"] == 469_828_608  # + 67,108,864 for 'learned'
+    assert param_counts(model)["trainable"] == 469_828_608  # + 67,108,864 for 'learned'
     assert resolve(train.DEFAULTS, [str(ROOT / "config" / "shakespeare.py")])["n_embd"] % 10 == 0  # K = 10 for V = 1024
 
 

@@ -1,9 +1,9 @@
-"""Score a checkpoint on held-out text, on HellaSwag, PIQA, ARC and LAMBADA, and with the seeds' probes.
+"""Score a checkpoint on held-out text, on HellaSwag, PIQA, ARC and LAMBADA, and with the papers' probes.
 
     python -m tools.evaluate --ckpt out/ --tasks val,hellaswag,piqa,arc_easy,arc_challenge,lambada
     python -m tools.evaluate --ckpt out/ --tasks hellaswag --data bundle --limit 200
     python -m tools.evaluate --ckpt out/ --tasks val --text notes.txt      # any UTF-8 file as held-out text
-    python -m tools.evaluate --ckpt out/ --tasks rare_tokens,typos         # the seeds' probes
+    python -m tools.evaluate --ckpt out/ --tasks rare_tokens,typos         # the papers' probes
     python -m tools.evaluate --ckpt out-spell/ --tasks sft                 # exact match on SFT data's val pairs
     python -m tools.evaluate --ckpt out/ --tasks hellaswag,piqa --harness  # the same documents through the real lm-eval
 

@@ -18,8 +18,7 @@ ternary: the packed BitNet b1.58 model. Each ternary Linear of the body becomes 
 output head or the code head's projection, a learned input table, a Kronecker projection) is
 stored in float16; norms, biases and the input code's buffers (nothing for binary, A and b for
 affine, the codes as bits for frozen, V x D / 8 bytes, read as bits, never as a float table) as
-trained; with the config and the tokenizer. Frozen's derivation, which codes new words, is left
-out: vocabulary extension works on the checkpoint. It is a dict of tensors and plain
+trained; with the config and the tokenizer. It is a dict of tensors and plain
 values, read with torch.load(weights_only=True) like a checkpoint, so sample.py and evaluate.py load
 it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 weights and
 multiply in integers (ternary.PackedTernaryLinear: at 2 bits in the C kernel, tablefree/kernel.py, or as int8).
@@ -30,8 +29,9 @@ from pathlib import Path
 
 import torch
 
-from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, packed_ternary
+from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
+from tablefree.packed import packed_ternary
 from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
 from tools.hf import export_hf
 

@@ -27,7 +27,8 @@ same for every input interface (our choice throughout):
    old tokenizer and model, then the new ones; and the loss by train-count bucket of the old
    tokens, with the new tokens as their own bucket.
 
-Results: results/<name>.md and .json, one row per run, means over seeds per input.
+Results: <name>.md and .json in the first run's folder (or --results_dir), one row per run, means
+over seeds per input.
 """
 
 import heapq
@@ -263,15 +264,16 @@ def main(argv=None):
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--data_dir", default="data")
     p.add_argument("--dataset", default=None, help="prepared dataset (default: the one each run trained on)")
-    p.add_argument("--name", default="extension", help="writes results/<name>.md and .json")
-    p.add_argument("--results_dir", default="results")
+    p.add_argument("--name", default="extension", help="writes <results_dir>/<name>.md and .json")
+    p.add_argument("--results_dir", help="where the report goes (default: the first --ckpt's run folder)")
     with user_errors("extend.py"):
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
         require(args.name.strip() and "/" not in args.name, "--name", args.name,
-                "a file name (results/<name>.md), not empty and without '/'")
-        results = check_output(Path(args.results_dir) / f"{args.name}.md", "--results_dir")
+                "a file name (<results_dir>/<name>.md), not empty and without '/'")
+        folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
+        results = check_output(Path(folder) / f"{args.name}.md", "--results_dir")
         check_output(results.with_suffix(".json"), "--results_dir")
         rows = []
         for ckpt in args.ckpt:

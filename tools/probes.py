@@ -1,4 +1,4 @@
-"""The seeds' two probes, as pure functions evaluate.py feeds with model outputs.
+"""The papers' two probes, as pure functions evaluate.py feeds with model outputs.
 
 rare tokens   held-out loss grouped by how often each target token occurs in the training split:
               the frozen-code paper reports its largest gains on rare words.

@@ -1,0 +1,97 @@
+"""What train.py measures of a model as it goes: the norms it logs at every evaluation, and the
+quality of a frozen code derived from a source table (reported once, in config.json).
+
+The Kronecker paper reports that "BPE embedding norm drifts during training while Kronecker
+projection norm stays near 1.0". Measured here for every input alike: x(t) = wte(t) for every
+token t of the vocabulary (the learned table's rows; the Kronecker projection of each token's
+code; a fixed code, which never moves), the mean and standard deviation of their L2 norms; the
+same for the head's rows; and for `kronecker` the projection's own rows (one per byte x
+position cell, `cells`).
+"""
+
+import numpy as np
+import torch
+
+CHUNK = 8192  # tokens per wte call: bounded memory at V = 65,536 or 262,144
+
+
+def mean_std(norms):
+    return {"mean": norms.mean().item(), "std": norms.std().item() if norms.numel() > 1 else 0.0}
+
+
+@torch.no_grad()
+def input_norms(model):
+    """{"input": {mean, std}, "head": {...}, and for kronecker "projection": {...}} of a raw GPT."""
+    device = model.ln_f.weight.device
+    ids = torch.arange(model.config.vocab_size, device=device)
+    inputs = torch.cat([model.wte(chunk.view(1, -1)).float().norm(dim=-1).flatten() for chunk in ids.split(CHUNK)])
+    norms = {"input": mean_std(inputs), "head": mean_std(head_row_norms(model))}
+    if hasattr(model.wte, "cells"):
+        norms["projection"] = mean_std(model.wte.cells.float().norm(dim=-1))
+    return norms
+
+
+def head_row_norms(model):
+    """The L2 norm of each token's output row (V,): the head's weight's rows, or for the code head
+    the token's code through the projection, c(t) W / sqrt(D) (CodeHead), CHUNK tokens at a time
+    (never a V x n_embd float table)."""
+    head = model.lm_head
+    if model.config.head != "codes":
+        return head.weight.float().norm(dim=-1)
+    weight = head.proj.weight.float()  # (D, n_embd)
+    return torch.cat([(head.signs(rows, weight.dtype) @ weight).norm(dim=-1) for rows in model.wte.packed.split(CHUNK)]
+                     ) / head.dim ** 0.5
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..N of x, ties given the mean of the ranks they span (as scipy's rankdata)."""
+    order = np.argsort(x, kind="stable")
+    sorted_x = x[order]
+    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # first index of each tie group
+    ends = np.r_[starts[1:], len(x)]
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat((starts + ends + 1) / 2, ends - starts)  # mean of ranks start+1 .. end
+    return ranks
+
+
+def code_quality(bits: torch.Tensor, source: torch.Tensor, pairs: int = 20_000, seed: int = 0,
+                 exact_below: int = 8192) -> dict:
+    """How good a frozen code is, since injectivity cannot be promised.
+
+    bits uint8 (V, D), source float (V, d). distinct: how many different codes the V tokens have.
+    min_hamming: over all pairs when V <= exact_below, else over the sampled pairs (the key
+    says which). mean_hamming: exact over all pairs, from each bit's share of ones p_j:
+    sum_j 2 p_j (1 - p_j) V / (V - 1). bit_balance: min / mean / max of p_j. spearman: rank
+    correlation between the source rows' cosine similarity and the codes' Hamming similarity
+    1 - h / D, on `pairs` pairs drawn with `seed` (i != j)."""
+    V, D = bits.shape
+    ones = bits.double().mean(dim=0)  # (D,) p_j
+    signs = 2 * bits.float() - 1  # (V, D); h(i, j) = (D - s_i . s_j) / 2
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, V, pairs)
+    j = (i + rng.integers(1, V, pairs)) % V  # never i
+    sampled = (D - (signs[i] * signs[j]).sum(dim=1)) / 2  # (pairs,)
+    if V <= exact_below:
+        min_hamming, how = D, "all pairs"
+        for start in range(0, V, 1024):  # (1024, V) at a time
+            h = (D - signs[start:start + 1024] @ signs.T) / 2
+            h[torch.arange(h.size(0)), torch.arange(start, start + h.size(0))] = D + 1  # not a pair
+            min_hamming = min(min_hamming, int(h.min()))
+    else:
+        min_hamming, how = int(sampled.min()), f"{pairs:,} sampled pairs"
+    unit = torch.nn.functional.normalize(source.double(), dim=1)
+    cosine = (unit[i] * unit[j]).sum(dim=1).numpy()
+    similarity = (1 - sampled / D).numpy()
+    spearman = np.corrcoef(average_ranks(cosine), average_ranks(similarity))[0, 1]
+    return {"V": V, "D": D, "distinct": len(torch.unique(bits, dim=0)), "min_hamming": min_hamming,
+            "min_hamming_over": how, "mean_hamming": float((2 * ones * (1 - ones)).sum() * V / (V - 1)),
+            "bit_balance": {"min": float(ones.min()), "mean": float(ones.mean()), "max": float(ones.max())},
+            "spearman": float(spearman), "spearman_pairs": pairs}
+
+
+def describe_quality(q: dict) -> str:
+    """code_quality's figures (or their means over seeds) as one line."""
+    return (f"{q['distinct']:,.0f} distinct codes of {q['V']:,.0f}, {q['D']:.0f} bits, Hamming distance min "
+            f"{q['min_hamming']:.4g} ({q['min_hamming_over']}) and mean {q['mean_hamming']:.1f}, share of ones per "
+            f"bit {q['bit_balance']['min']:.2f}-{q['bit_balance']['max']:.2f}, Spearman correlation of the source's "
+            f"cosine and the codes' Hamming similarity {q['spearman']:.3f} ({q['spearman_pairs']:,} pairs)")

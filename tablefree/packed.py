@@ -1,0 +1,85 @@
+"""The packed ternary file (`python -m tools.export` on a ternary run): each ternary weight at 2
+bits, the rest as trained (floats in float16, the frozen codes as bits), its config and tokenizer,
+and the sha256 of its weights. A dict of tensors and plain values like a checkpoint, so the one
+loader reads it (checkpoint.load_checkpoint) and build_model builds it (build_packed here).
+"""
+
+import hashlib
+import sys
+
+import torch
+
+from model import GPT, Rotary, make_input
+from tablefree import kernel
+from tablefree.common import UserError
+from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary, pack_ternary
+
+FORMAT = "tablefree-ternary-1"
+
+
+def packed_ternary(model, ckpt):
+    """The packed file's contents for a trained model with a ternary body (tools/export.py writes it;
+    build_packed reads it)."""
+    if model.config.body != "ternary":
+        raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
+                        f"(train one: python train.py ... --body=ternary)")
+    layers, packed_names = {}, set()
+    for name, module in model.named_modules():
+        if isinstance(module, BitLinear):
+            w_t, gamma = absmean_ternary(module.weight.detach().float())
+            layers[name] = {"packed": pack_ternary(w_t), "in_features": module.in_features, "gamma": gamma}
+            packed_names.add(f"{name}.weight")
+    params = {name for name, _ in model.named_parameters()}
+    rest = {name: (t.half() if name in params and t.dim() >= 2 and t.is_floating_point() else t)
+            for name, t in model.state_dict().items() if name not in packed_names | tied_head(model.config)}
+    return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
+            "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
+            "sha256": tensors_sha256(rest, layers)}
+
+
+def tied_head(config):
+    """A tied head's name, whose weight a packed file stores once, as the input table's."""
+    return {"lm_head.weight"} if config.tie_weights else set()
+
+
+def tensors_sha256(rest, layers):
+    """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order):
+    written with the file and checked when it is read, so flipped bytes are an error, not nan."""
+    digest = hashlib.sha256()
+    items = [*rest.items(), *((f"{name}.{key}", value) for name, layer in layers.items() for key, value in layer.items())]
+    for name, value in sorted(items, key=lambda item: item[0]):
+        digest.update(name.encode())
+        if isinstance(value, torch.Tensor):
+            digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(value).encode())
+    return digest.hexdigest()
+
+
+def build_packed(config, ckpt):
+    """A GPT from a packed ternary export whose body never exists in float: the model is built
+    on the meta device (shapes, no memory), each ternary Linear is replaced by a packed one from
+    its 2-bit weights (kept at 2 bits for the C kernel, else unpacked to int8; one line on stderr
+    says which), and the rest is loaded in float32 from the file."""
+    with torch.device("meta"):
+        model = GPT(config)
+    model.wte = make_input(config)  # real modules for the parts with derived (unsaved) buffers
+    model.rotary = Rotary(config.n_embd // config.n_head, config.block_size, config.rope_base)
+    rest = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt["model"].items()}
+    for name, layer in ckpt["ternary"].items():
+        parent, child = name.rsplit(".", 1)
+        setattr(model.get_submodule(parent), child, PackedTernaryLinear(
+            layer["packed"], layer["in_features"], layer["gamma"], bias=rest.pop(f"{name}.bias", None), lib=kernel.kernel()))
+    int8_buffers = {f"{name}.{buffer}" for name in ckpt["ternary"] for buffer in ("weight", "codes", "gamma")}
+    if set(rest) & int8_buffers:
+        raise ValueError("the packed file holds a float copy of a ternary layer's weight")
+    missing, unexpected = model.load_state_dict(rest, strict=False, assign=True)
+    if unexpected or any(k not in int8_buffers | tied_head(config) for k in missing):
+        raise ValueError(f"the packed file does not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    if config.tie_weights:
+        model.lm_head.weight = model.wte.weight
+    if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
+        raise ValueError("the packed file leaves part of the model without weights")
+    print(f"ternary matmul: {kernel.describe()}", file=sys.stderr)
+    return model

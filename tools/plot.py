@@ -1,0 +1,58 @@
+"""A picture of runs' losses: each run's validation loss at every evaluation and its training loss
+at every log line, against the step, read from the log.jsonl train.py writes.
+
+    python -m tools.plot out/                          # -> out/loss.png
+    python -m tools.plot out/ out-learned/ out-frozen/ # several runs in one picture, in the first one's folder
+    python -m tools.plot out-compare/cpu/*-seed0 --out seed0.png
+
+matplotlib is an optional requirement (requirements-extras.txt).
+"""
+
+from pathlib import Path
+
+from tablefree.checkpoint import read_log
+from tablefree.common import ArgumentParser, UserError, check_output, pyplot, user_errors, write_atomic
+
+
+def curves(records):
+    """{'train': (steps, losses), 'val': (steps, losses)} of one run's log records."""
+    keys = {"train": "loss", "val": "val_loss"}
+    return {name: ([r["iter"] for r in records if key in r], [r[key] for r in records if key in r])
+            for name, key in keys.items()}
+
+
+def plot(runs, out):
+    """Draw every run's curves (runs: {label: log records}) into the PNG file out."""
+    plt = pyplot()
+    if plt is None:
+        raise UserError("matplotlib is not installed; pip install -r requirements-extras.txt")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, records in runs.items():
+        run = curves(records)
+        line, = ax.plot(*run["val"], marker="o", markersize=3, label=label)
+        ax.plot(*run["train"], color=line.get_color(), alpha=0.35, linewidth=1)
+    ax.set(xlabel="step", ylabel="loss (nats per token)", title="validation (points) and training (faint) loss")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    write_atomic(out, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight"))
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = ArgumentParser(prog="python -m tools.plot", description=__doc__.split("\n")[0])
+    p.add_argument("runs", nargs="+", help="run directories (each with the log.jsonl train.py wrote)")
+    p.add_argument("--out", help="the PNG file to write (default: loss.png in the first run's folder)")
+    with user_errors("plot.py"):
+        args = p.parse_args(argv)
+        runs = {}
+        for run in map(Path, args.runs):
+            if not (run / "log.jsonl").is_file():
+                raise UserError(f"{run} has no log.jsonl; give run directories train.py wrote")
+            runs[str(run)] = read_log(run / "log.jsonl")
+        out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out")
+        plot(runs, out)
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
