@@ -210,8 +210,8 @@ class KroneckerInput(nn.Module):
         most = max(32, longest)  # 32: the package's default, whatever the tokens
         if vocab is not None and config.pos_dim > most:
             raise ValueError(f"pos_dim={config.pos_dim} is more than the longest token's {longest} "
-                             f"bytes (and the package's default 32): the positions past it are always "
-                             f"empty; give --pos_dim={most} or less")
+                             f"bytes (and the package's default 32): the positions past it are "
+                             f"always empty; give --pos_dim={most} or less")
         self.pos_dim, D = config.pos_dim, 256 * config.pos_dim
         W = torch.randn(config.n_embd, D) / math.sqrt(D)
         self.cells = nn.Parameter(W.t().contiguous())  # (D, n_embd): W^T
