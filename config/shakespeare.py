@@ -1,4 +1,4 @@
-"""CPU quick start: a 4-layer, n_embd 160 GPT on tiny Shakespeare (1,024-token BPE), about 4 minutes on 2 cores.
+"""CPU quick start: a 4-layer, n_embd 160 GPT on tiny Shakespeare (1,024-token BPE), about 5 minutes on 2 cores.
 
     python prepare.py
     python train.py config/shakespeare.py                    # binary codes (K = 10 bits, tiled 16 times)

@@ -11,7 +11,7 @@
 # (experiments/keep.py; commit them), and a new machine's queue starts from what was kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=${PYTHON:-python}
+py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}  # the project's venv if there is one
 mkdir -p out-queue
 $py -m experiments.keep restore
 (while sleep 300; do $py -m experiments.keep save > /dev/null; done) &
