@@ -5,7 +5,8 @@ starts: from scratch, resumed from its own checkpoint, or fine-tuned from anothe
 A checkpoint is a dict of tensors and plain values (so `torch.load(weights_only=True)` can
 read it without running any pickled code): the raw model's state_dict, its GPTConfig, the
 optimizer state, the run settings, the step, and the tokenizer, so that it is all a run
-directory needs to resume, sample or evaluate.
+directory needs to resume, sample or evaluate. It also holds the crc32 of its tensors: torch's zip
+format catches a torn file, not a flipped byte inside a tensor, which would load as garbage or nan.
 """
 
 import fcntl
@@ -23,13 +24,16 @@ from model import GPT, GPTConfig
 from tablefree import kernel
 from tablefree.common import UserError, append_line, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
-from tablefree.packed import build_packed, tensors_sha256
+from tablefree.checksum import tensors_crc32, tensors_sha256
+from tablefree.packed import build_packed
 
 CKPT_NAME = "ckpt.pt"
 
 
 def save_checkpoint(state, out_dir):
-    """Write state to out_dir/ckpt.pt atomically: the old file stays until the new one is whole."""
+    """Write state to out_dir/ckpt.pt atomically (the old file stays until the new one is whole),
+    with the crc32 of its tensors."""
+    state = {**state, "crc32": tensors_crc32(state)}
     write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
 
 
@@ -129,7 +133,26 @@ def load_checkpoint(path, device="cpu", flag="--ckpt"):
     if missing:
         raise UserError(f"{path} is not a tablefree checkpoint "
                         f"(missing {', '.join(sorted(missing))})")
+    verify(ckpt, path)
     return upgrade(ckpt)
+
+
+def verify(ckpt, path):
+    """Refuse a checkpoint whose tensors changed since they were saved (its crc32; a packed file's
+    sha256) or that holds a nan or inf weight, from which no sampling, evaluation or export can come."""
+    saved_crc = ckpt.pop("crc32", None)  # None: a checkpoint saved before checkpoints had one
+    if saved_crc is not None and tensors_crc32(ckpt) != saved_crc:
+        raise UserError(f"{path} is damaged: its tensors are not the ones it was saved with (crc32 differs); "
+                        f"restore it from a copy, or train again")
+    if "ternary" in ckpt and "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
+        raise UserError(f"{path} is damaged: the packed file's weights are not the ones it was written with "
+                        f"(sha256 differs); export it again from its checkpoint")
+    bad = [name for name, t in ckpt["model"].items()
+           if isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad:
+        raise UserError(f"{path} holds non-finite weights (in {', '.join(bad[:3])}{', ...' * (len(bad) > 3)}), from "
+                        f"which nothing useful comes; use a checkpoint saved before the run diverged, or train again "
+                        f"with a lower learning_rate")
 
 
 def upgrade(ckpt):
@@ -186,9 +209,6 @@ def build_model(ckpt, kernels=False):
     try:
         config = GPTConfig(**ckpt["model_config"])
         if "ternary" in ckpt:
-            if "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
-                raise UserError("the packed file's weights are not the ones it was written with (sha256 differs): "
-                                "it is damaged; export it again from its checkpoint")
             return kernel.fast_linears(build_packed(config, ckpt))
         model = GPT(config)
         model.load_state_dict(ckpt["model"])

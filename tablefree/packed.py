@@ -4,13 +4,13 @@ and the sha256 of its weights. A dict of tensors and plain values like a checkpo
 loader reads it (checkpoint.load_checkpoint) and build_model builds it (build_packed here).
 """
 
-import hashlib
 import sys
 
 import torch
 
 from model import GPT, Rotary, make_input
 from tablefree import kernel
+from tablefree.checksum import tensors_sha256, weights_id
 from tablefree.common import UserError
 from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary, pack_ternary
 
@@ -19,7 +19,7 @@ FORMAT = "tablefree-ternary-1"
 
 def packed_ternary(model, ckpt):
     """The packed file's contents for a trained model with a ternary body (tools/export.py writes it;
-    build_packed reads it)."""
+    build_packed reads it). source_crc32: the checkpoint's weights_id, which its GGUF exports share."""
     if model.config.body != "ternary":
         raise UserError(f"the checkpoint's body is {model.config.body!r}; only a ternary body packs to 2 bits "
                         f"(train one: python train.py ... --body=ternary)")
@@ -34,27 +34,12 @@ def packed_ternary(model, ckpt):
             for name, t in model.state_dict().items() if name not in packed_names | tied_head(model.config)}
     return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
             "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
-            "sha256": tensors_sha256(rest, layers)}
+            "sha256": tensors_sha256(rest, layers), "source_crc32": weights_id(ckpt)}
 
 
 def tied_head(config):
     """A tied head's name, whose weight a packed file stores once, as the input table's."""
     return {"lm_head.weight"} if config.tie_weights else set()
-
-
-def tensors_sha256(rest, layers):
-    """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order):
-    written with the file and checked when it is read, so flipped bytes are an error, not nan."""
-    digest = hashlib.sha256()
-    items = [*rest.items(), *((f"{name}.{key}", value) for name, layer in layers.items() for key, value in layer.items())]
-    for name, value in sorted(items, key=lambda item: item[0]):
-        digest.update(name.encode())
-        if isinstance(value, torch.Tensor):
-            digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
-            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        else:
-            digest.update(repr(value).encode())
-    return digest.hexdigest()
 
 
 def build_packed(config, ckpt):

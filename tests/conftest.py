@@ -2,6 +2,8 @@
 tiny-model training settings, and slow reference constructions of the codes that the fast
 paths in codes.py are checked against."""
 
+import struct
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,14 @@ def reference_kronecker_code(token_bytes, lengths, eps=1e-6):
     code.scatter_add_(-1, cells, hot.float() * scale)  # distinct positions never share a cell
     mean = code.mean(dim=-1, keepdim=True)
     return (code - mean) / ((code - mean).std(dim=-1, keepdim=True) + eps)
+
+
+def flip_tensor_byte(path, offset=100):
+    """Flip one byte inside the largest tensor a torch.save'd file holds, in place: the zip stays
+    whole (torch's reader does not check its records' crc32), only the weights change."""
+    with zipfile.ZipFile(path) as archive:
+        record = max((r for r in archive.infolist() if "/data/" in r.filename), key=lambda r: r.file_size)
+    data = bytearray(Path(path).read_bytes())
+    name_length, extra_length = struct.unpack("<HH", data[record.header_offset + 26:record.header_offset + 30])
+    data[record.header_offset + 30 + name_length + extra_length + offset] ^= 0x01  # the record's bytes, stored
+    Path(path).write_bytes(bytes(data))

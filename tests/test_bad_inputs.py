@@ -25,10 +25,12 @@ import torch
 import prepare
 import sample
 import train
-from conftest import TINY
+from conftest import TINY, flip_tensor_byte
 from experiments import bench, compare
 from model import GPT, GPTConfig
-from tablefree.packed import packed_ternary, tensors_sha256
+from tablefree.checkpoint import save_checkpoint
+from tablefree.checksum import tensors_sha256
+from tablefree.packed import packed_ternary
 from tablefree.configurator import resolve
 from tools import evaluate, export, extend, llama
 
@@ -122,6 +124,15 @@ def world(data_dir, tmp_path_factory):
     torch.save(packed, runs / "bad.ternary.pt")
     torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
     torch.save(torch.ones(300, 64), root / "flat.pt")  # every row equal: one code for every token
+    for name in ("flipbyte", "nan"):
+        shutil.copytree(runs / "good", runs / name)
+    flip_tensor_byte(runs / "flipbyte" / "ckpt.pt")  # a weight changed on disk: the zip still whole
+    diverged = {**ckpt, "model": {**ckpt["model"], "lm_head.weight": torch.full_like(ckpt["model"]["lm_head.weight"],
+                                                                                     float("nan"))}}
+    save_checkpoint(diverged, runs / "nan")  # whole, checksummed, and nan
+    (runs / "other").mkdir()  # the same shape as good, other weights
+    save_checkpoint({**ckpt, "model": {**ckpt["model"], "lm_head.weight": 2 * ckpt["model"]["lm_head.weight"]}},
+                    runs / "other")
     gguf_files(root, runs)
     return root
 
@@ -220,7 +231,7 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "corrupt, truncated or unsafe"),
     ("sample", ["--ckpt", "{runs}/foreign"], "is not a tablefree checkpoint"),
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
-    ("sample", ["--ckpt", "{runs}/flipped.ternary.pt"], "sha256 differs): it is damaged; export it again"),
+    ("sample", ["--ckpt", "{runs}/flipped.ternary.pt"], "(sha256 differs); export it again from its checkpoint"),
     ("sample", ["--ckpt", "{runs}/good", "--engine", "c"], "is not a packed ternary export; the C runtime decodes those"),
     ("sample", ["--ckpt", "{runs}/good", "--engine", "c", "--no_cache"], "--engine c runs on the CPU with its KV cache"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "inf"], "--temperature must be a finite number"),
@@ -297,6 +308,20 @@ CASES = [
     ("llama", ["--gguf", "{root}/none.gguf", "--temperature", "inf"], "--temperature must be a finite number"),
     ("llama", ["--gguf", "{root}/whole.gguf", "--max_new_tokens", "1000000000"],
      "--max_new_tokens must be at most"),  # past the context (needs llama-cpp-python, as CI has)
+    # weights changed on disk, or not finite: nothing proceeds from them
+    ("sample", ["--ckpt", "{runs}/flipbyte"], "flipbyte/ckpt.pt is damaged: its tensors are not the ones it was saved"),
+    ("train", [*RESUME, "--out_dir={runs}/flipbyte"], "crc32 differs); restore it from a copy"),
+    ("train", [*TRAIN, "--init_from={runs}/nan"], "nan/ckpt.pt holds non-finite weights (in lm_head.weight)"),
+    ("export", ["--ckpt", "{runs}/flipbyte", "--format", "gguf", "--out", "{root}/f.gguf"], "crc32 differs"),
+    ("export", ["--ckpt", "{runs}/nan", "--out", "{root}/hf"], "holds non-finite weights"),
+    ("export", ["--ckpt", "{runs}/nan", "--format", "gguf", "--out", "{root}/n.gguf"], "holds non-finite weights"),
+    ("evaluate", ["--ckpt", "{runs}/nan", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/e.json"],
+     "holds non-finite weights"),
+    ("extend", ["--ckpt", "{runs}/flipbyte", "--results_dir", "{root}"], "crc32 differs"),
+    ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/nan"], "holds non-finite weights"),
+    ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/tern"],
+     "whole.gguf was exported from another checkpoint than"),  # its model differs: body 'float' vs 'ternary'
+    ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),

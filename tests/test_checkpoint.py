@@ -5,8 +5,10 @@ import os
 import pytest
 import torch
 
+from conftest import flip_tensor_byte
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
+from tablefree.checksum import tensors_crc32
 from tablefree.common import UserError
 
 
@@ -58,3 +60,38 @@ def test_weights_that_do_not_fit_the_config_are_a_clear_error(tmp_path):
     ckpt["model_config"]["n_embd"] = 32
     with pytest.raises(UserError, match="do not fit its model config"):
         build_model(ckpt)
+
+
+def test_a_flipped_byte_inside_a_tensor_is_a_one_line_error_naming_the_file(tmp_path):
+    model = saved_model(tmp_path)
+    flip_tensor_byte(tmp_path / "ckpt.pt")
+    raw = torch.load(tmp_path / "ckpt.pt", weights_only=True)  # torch itself loads it without a word
+    assert not all(torch.equal(a, raw["model"][k]) for k, a in model.state_dict().items())
+    with pytest.raises(UserError) as error:
+        load_checkpoint(tmp_path)
+    assert str(error.value).startswith(f"{tmp_path / 'ckpt.pt'} is damaged") and "crc32 differs" in str(error.value)
+
+
+def test_the_checksum_covers_every_tensor_and_where_it_sits(tmp_path):
+    state = {"model": {"a": torch.arange(6.0)}, "optimizer": {"state": {0: {"exp_avg": torch.zeros(2, 3)}}}}
+    crc = tensors_crc32(state)
+    assert crc == tensors_crc32({**state})  # a function of the contents only
+    state["optimizer"]["state"][0]["exp_avg"][1, 2] = 1e-30  # the optimizer's state counts too
+    assert tensors_crc32(state) != crc
+    moved = {"model": {"b": torch.arange(6.0)}, "optimizer": {"state": {0: {"exp_avg": torch.zeros(2, 3)}}}}
+    reshaped = {"model": {"a": torch.arange(6.0).reshape(2, 3)}, "optimizer": moved["optimizer"]}
+    assert len({crc, tensors_crc32(moved), tensors_crc32(reshaped)}) == 3  # the name and the shape count
+
+
+def test_non_finite_weights_are_refused_and_an_old_checkpoint_without_a_checksum_loads(tmp_path):
+    model = GPT(GPTConfig(vocab_size=40, block_size=8, n_layer=1, n_head=2, n_embd=16, input="affine"))
+    state = model_state(model)
+    state["model"]["h.0.mlp.c_fc.weight"][3, 4] = float("nan")
+    (tmp_path / "nan").mkdir()
+    save_checkpoint({**state, "tokenizer": {}}, tmp_path / "nan")  # whole and checksummed, but nan
+    with pytest.raises(UserError, match=r"nan/ckpt.pt holds non-finite weights \(in h.0.mlp.c_fc.weight\)"):
+        load_checkpoint(tmp_path / "nan")
+    state["model"]["h.0.mlp.c_fc.weight"][3, 4] = 0.5
+    (tmp_path / "old").mkdir()
+    torch.save({**state, "tokenizer": {}}, tmp_path / "old" / "ckpt.pt")  # no crc32: from before checksums
+    assert torch.equal(load_checkpoint(tmp_path / "old")["model"]["h.0.mlp.c_fc.weight"][3, 4], torch.tensor(0.5))

@@ -13,7 +13,8 @@ from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, read_log
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.packed import packed_ternary, tensors_sha256
+from tablefree.checksum import tensors_sha256, weights_id
+from tablefree.packed import packed_ternary
 from tablefree.ternary import (BitLinear, PackedTernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
                      unpack_ternary)
 from tools import export
@@ -114,6 +115,7 @@ def test_train_export_sample_end_to_end(data_dir, tmp_path):
     theirs = sample.sample(sample.parse_args(["--ckpt", str(path), "--temperature", "0", "--max_new_tokens", "20",
                                               "--num_samples", "1"]))
     assert theirs == ours and len(ours[0]) == 20  # greedy: the same 20 tokens from the checkpoint and the export
+    assert weights_id(load_checkpoint(path)) == weights_id(load_checkpoint(run))  # so a GGUF of either checks with both
 
 
 def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
@@ -126,8 +128,9 @@ def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
     bad = {**contents, "ternary": {**contents["ternary"]}}
     layer = bad["ternary"]["h.0.mlp.c_fc"]
     bad["ternary"]["h.0.mlp.c_fc"] = {**layer, "packed": layer["packed"] | 0b11}
-    with pytest.raises(UserError, match="sha256 differs"):  # the weights are not those it was written with
-        build_model(bad)
+    torch.save(bad, tmp_path / "flipped.pt")
+    with pytest.raises(UserError, match="flipped.pt is damaged.*sha256 differs"):  # not the weights it was written with
+        load_checkpoint(tmp_path / "flipped.pt")
     bad["sha256"] = tensors_sha256(bad["model"], bad["ternary"])  # damaged before its checksum was taken
     with pytest.raises(UserError, match="unused code 11; the file is corrupt"):
         build_model(bad)

@@ -34,6 +34,7 @@ the merges recovered from the ranks as hf.py does, end of text as BOS and EOS (n
 
 import numpy as np
 
+from tablefree.checksum import weights_id
 from tablefree.common import UserError, replacing
 from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary
 from tablefree.tokenizer import EOT, GPT2_PATTERN, parse_ranks
@@ -135,6 +136,7 @@ def write_gguf(model, ckpt, out, gguf_type):
         writer.add_string("tablefree.input", config.input)
         writer.add_string("tablefree.token_embd", table_note(config))
         writer.add_string("tablefree.model_config", repr(ckpt["model_config"]))
+        writer.add_uint32("tablefree.weights_crc32", weights_id(ckpt))  # which weights: tools.llama --check
         writer.add_context_length(config.block_size)
         writer.add_embedding_length(config.n_embd)
         writer.add_block_count(config.n_layer)

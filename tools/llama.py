@@ -13,6 +13,7 @@ checkpoint's dataset, 32 greedy tokens each, llama.cpp's (argmax of its logits) 
 (GPT.generate; a packed .ternary.pt decodes with integer matmuls), and how many agree.
 """
 
+import ast
 import codecs
 import math
 import sys
@@ -23,9 +24,10 @@ import numpy as np
 import torch
 
 from tablefree.checkpoint import build_model, load_checkpoint
-from tablefree.common import ArgumentParser, require, user_errors
+from tablefree.checksum import weights_id
+from tablefree.common import ArgumentParser, UserError, require, user_errors
 from tablefree.data import read_meta, split_ids
-from tools.llamacpp import greedy, load_llama
+from tools.llamacpp import greedy, load_llama, read_gguf
 
 PROMPT_TOKENS, NEW_TOKENS = 16, 32  # --check's prompts and continuations
 
@@ -77,6 +79,7 @@ def generate(args):
 def check(args):
     """Greedy continuations of held-out prompts in llama.cpp and in our model: printed, and returned."""
     ckpt = load_checkpoint(args.check)
+    refuse_another_source(read_gguf(args.gguf), ckpt, args)
     ours = build_model(ckpt).eval()
     data = Path(args.data_dir) / ckpt["settings"]["dataset"]
     ids = split_ids(data, read_meta(data), "val")
@@ -104,6 +107,20 @@ def check(args):
           f"llama.cpp as in {args.check}; the first token that differs, per prompt: {first} ({n_new}: none)"
           + (f"; there our top two logits were {', '.join(f'{g:.1e}' for g in gaps)} of their range apart" if gaps else ""))
     return same, first, gaps
+
+
+def refuse_another_source(fields, ckpt, args):
+    """--check compares a file with the checkpoint it was exported from: another one is named as such,
+    with what differs (the shape's settings, else the weights: another seed, step or run)."""
+    theirs = ast.literal_eval(fields["tablefree.model_config"])
+    differ = [f"{key} {theirs.get(key)} vs {value}" for key, value in ckpt["model_config"].items() if theirs.get(key) != value]
+    ours = weights_id(ckpt)
+    if not differ and fields.get("tablefree.weights_crc32", ours) == ours:
+        return  # (a file written before the weights' crc32 is compared by its settings alone)
+    what = f"its model differs: {', '.join(differ[:4])}" if differ else "the same shape, other weights"
+    raise UserError(f"{args.gguf} was exported from another checkpoint than {args.check} ({what}); give --check the "
+                    f"run it was exported from, or export this one: python -m tools.export --ckpt {args.check} "
+                    f"--format gguf")
 
 
 def main(argv=None):
