@@ -84,11 +84,17 @@ def replacing(path):
     except Exception as e:
         with suppress(OSError):
             tmp.unlink(missing_ok=True)
-        error = e if isinstance(e, OSError) else e.__context__  # torch.save wraps a failed write
-        if not isinstance(error, OSError):
-            raise
-        raise UserError(f"cannot write {path} ({error.strerror}); the previous version is intact: "
-                        f"free some disk space or choose another directory, then run again") from None
+        raise write_failed(path, e) from None
+
+
+def write_failed(path, e):
+    """The one-line error for a write to path that failed with e (an OSError, or the error of a
+    library that caught one: torch.save's); e itself when it is no such failure."""
+    error = e if isinstance(e, OSError) else e.__context__
+    if not isinstance(error, OSError):
+        return e
+    return UserError(f"cannot write {path} ({error.strerror or error}); the previous version is intact: "
+                     f"free some disk space or choose another directory, then run again")
 
 
 def fsync_directory(directory):
@@ -168,8 +174,10 @@ def replace_folder(path, build):
                 with open(f, "rb") as handle:
                     os.fsync(handle.fileno())  # on disk before the exchange makes them the folder
         fsync_directory(tmp)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, Exception):
+            raise write_failed(path, e) from None
         raise
     if path.exists() and _exchange(tmp, path):
         shutil.rmtree(tmp)  # the old folder, now under the temporary name

@@ -108,6 +108,23 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_the_resumed_run_is_exact(data
     assert_same_run(reference, tmp_path)
 
 
+@pytest.mark.parametrize("fmt, name", [("hf", "hf"), ("gguf", "model.gguf")])
+def test_an_export_onto_a_full_disk_is_one_line_and_keeps_the_last_one(reference, tmp_path, fmt, name):
+    out = tmp_path / name
+    argv = [sys.executable, "-m", "tools.export", "--ckpt", str(reference), "--format", fmt, "--out", str(out)]
+    assert subprocess.run(argv, cwd=ROOT, capture_output=True).returncode == 0
+    before = {p: p.read_bytes() for p in [out, *out.glob("*")] if p.is_file()}
+    largest = max(len(contents) for contents in before.values())
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (largest // 2, largest // 2))  # noqa: E731
+    full = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, preexec_fn=limit)
+    assert full.returncode == 1 and full.stderr.count("\n") == 1, full.stderr[-2000:]
+    # (File too large), or numpy's "(3072 requested and 1932 written)" for a GGUF's tensors: never "(None)"
+    assert f"cannot write {out} (" in full.stderr and "); the previous version is intact: free some" in full.stderr
+    assert "(None)" not in full.stderr
+    assert {p: p.read_bytes() for p in [out, *out.glob("*")] if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no .tmp left
+
+
 def test_damaged_log_lines_are_dropped_with_a_warning_and_the_rest_kept(tmp_path, capsys):
     path = tmp_path / "log.jsonl"
     path.write_bytes(b'{"iter": 1, "loss": 5.0}\n{"iter": 2, "lo\n\xff\xfe garbage\n{"iter": 3, "loss": 4.0}\n[1, 2]\n'

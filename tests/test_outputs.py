@@ -84,7 +84,7 @@ def test_replace_folder_is_whole_or_nothing(tmp_path, monkeypatch, exchange):
         (tmp / "c").write_text("half")
         raise OSError(28, "No space left on device")
 
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=r"cannot write .*out \(No space left on device\); the previous version is intact"):
         replace_folder(out, fails)
     assert files(out) == {"b": b"new"} and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 

@@ -197,11 +197,12 @@ def export_hf(model, ckpt, out, flag="--out"):
 
 def write_folder(model, ckpt, tmp):
     """The transformers folder's files, into tmp."""
-    from safetensors.torch import save_file  # optional: export_hf has checked it is there
+    from safetensors.torch import save  # optional: export_hf has checked it is there
 
     config = model.config
     eot = ckpt["tokenizer"]["info"]["eot_id"]
-    save_file(neox_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    # written by Python, not the library's Rust writer, so a full disk is an OSError like any other write's
+    (tmp / "model.safetensors").write_bytes(save(neox_weights(model), metadata={"format": "pt"}))
     (tmp / "config.json").write_text(json.dumps(neox_config(config, eot), indent=2))
     (tmp / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}, indent=2))
