@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tablefree.common import DATASET_FILES, ArgumentParser, UserError, check_output, replace_folder, require, user_errors
+from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_output, holds_work, replace_folder, require,
+                              user_errors)
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.data import read_meta, token_counts
 from tablefree.sft import describe_bad, write_sft
@@ -124,6 +125,15 @@ def train_texts(args, stream):
         if split == "train" and text:
             yield text[:args.bpe_chars - seen]
             seen += len(text)
+
+
+def run_dataset(run):
+    """The folder of the dataset a run trained on, as its config.json names it."""
+    try:
+        settings = json.loads((Path(run) / "config.json").read_text())["settings"]
+        return Path(settings["data_dir"]) / settings["dataset"]
+    except (OSError, ValueError, KeyError, TypeError):  # no readable config.json: say the shape of the answer
+        return "data/<the run's dataset>"
 
 
 def build_tokenizer(args, stream, directory):
@@ -279,7 +289,7 @@ def write_meta(directory, about, info, dtype, splits, settings, started):
 
 
 def parse_args(argv=None):
-    p = ArgumentParser(prog="prepare.py", description=__doc__.split("\n")[0],
+    p = ArgumentParser(prog="prepare.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", default="shakespeare",
                    help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), kjv (the King James Bible, 4.4 MB), cpu-mix, or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
@@ -305,6 +315,12 @@ def parse_args(argv=None):
     if args.vocab_size is not None and (args.tokenizer_from or args.tokenizer != "bpe"):
         raise UserError(f"--vocab_size sets the size of a BPE trained here, but --tokenizer_from or --tokenizer "
                         f"{args.tokenizer} brings its own vocabulary; drop --vocab_size")
+    if args.tokenizer_from and args.tokenizer != "bpe":
+        raise UserError(f"--tokenizer_from copies {args.tokenizer_from}'s tokenizer, so --tokenizer {args.tokenizer} "
+                        f"would go unused; drop one of them")
+    if args.tokenizer_from and holds_work(args.tokenizer_from) == "a run":
+        raise UserError(f"--tokenizer_from {args.tokenizer_from} is a run, not a prepared dataset; give the dataset it "
+                        f"trained on: --tokenizer_from {run_dataset(args.tokenizer_from)}")
     args.vocab_size = args.vocab_size or 1024
     require(args.vocab_size >= 259, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
             "at least 259 (a reserved id 0, 256 bytes, 1 merge, end of text)")

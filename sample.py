@@ -24,7 +24,7 @@ from tablefree.tokenizer import load_encoding, token_bytes
 
 
 def parse_args(argv=None):
-    p = ArgumentParser(prog="sample.py", description=__doc__.split("\n")[0],
+    p = ArgumentParser(prog="sample.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
     p.add_argument("--start", default="\n", help="prompt text ('<|endoftext|>' begins a new document)")

@@ -147,7 +147,7 @@ def path_to_first_loss(root):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to measure")
     p.add_argument("--no_trace", action="store_true", help="skip the traced run (needs data/shakespeare)")
     args = p.parse_args()

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, evaluated, mean_std, results_files, run_arguments, run_dir,
+from experiments.runs import (ROOT, difference, evaluated, mean_std, results_files, run_arguments, run_dir, runs_root,
                               save_figure, train_run, train_settings)
 from model import INPUTS
 from tablefree.checkpoint import read_log
@@ -149,7 +149,7 @@ def plot(runs, path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="python -m experiments.adaptation", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m experiments.adaptation", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--inputs", default=",".join(INPUTS), help="comma-separated inputs")
     p.add_argument("--data_dir", default="data")
@@ -164,7 +164,7 @@ def main(argv=None):
         if "frozen" in kinds and "learned" not in kinds:
             kinds.insert(0, "learned")  # frozen's codes come from it
         md, js, png = results_files(args.results_dir, "adaptation")
-        root = Path(args.runs_dir)
+        root = runs_root(args.runs_dir)
         prepare_data(args.data_dir, root)
         if args.data_only:
             return

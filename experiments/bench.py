@@ -43,7 +43,7 @@ SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, 
 
 
 def parse_args(argv):
-    p = ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto", help="cpu or cuda (auto: cuda if there is one)")
     have_llama = importlib.util.find_spec("llama_cpp") is not None
     p.add_argument("--sections", default=",".join(s for s in SECTIONS if have_llama or s != "llama"),

@@ -23,10 +23,9 @@ control (learned, or learned+tied for frozen+codes) and a variant with its input
 
 import json
 import sys
-from pathlib import Path
 
-from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, results_files, run_all,
-                              run_dir, save_figure, summarize, train_settings)
+from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, results_files, run_all, run_dir,
+                              runs_root, save_figure, summarize, train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
@@ -160,7 +159,7 @@ def plot(runs, summary, path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n")[0],
+    p = ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n\n")[0],
                        epilog="Any other argument is a config file or --key=value setting of train.py "
                               "(python train.py --help lists them), applied to every run.")
     p.add_argument("--preset", choices=PRESETS, help="cpu (experiments/config/compare_cpu.py) or gpu (config/binary.py)")
@@ -182,7 +181,7 @@ def main(argv=None):
         train_argv = ([str(ROOT / PRESETS[args.preset])] if args.preset else []) + rest
         base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some
         md, js, png = results_files(args.results_dir, name)  # and an unwritable results file too
-        root = Path(args.runs_dir or f"out-compare/{name}")
+        root = runs_root(args.runs_dir or f"out-compare/{name}")
         def override(directory):  # the Kronecker input's echo probe also places strings at spare ids
             return directory.name.startswith("kronecker")
         runs = run_all(train_argv, base, kinds, args.seeds, root, args.nproc_per_node,  # probes need checkpoints

@@ -23,10 +23,9 @@ import itertools
 import json
 import statistics
 import sys
-from pathlib import Path
 
 from experiments.runs import (ROOT, VARIANTS, claimed, control, finished, is_kind, mean_std, results_files,
-                              run_arguments, run_dir, run_tool, train_run, train_settings)
+                              run_arguments, run_dir, run_tool, runs_root, train_run, train_settings)
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
@@ -169,7 +168,7 @@ def paper_pair(summary):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="python -m experiments.extension", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m experiments.extension", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--inputs", default=",".join(KINDS), help="comma-separated kinds (experiments/runs.py's VARIANTS)")
     p.add_argument("--new_tokens", default=",".join(map(str, NEW_TOKENS)), help="comma-separated M")
@@ -191,7 +190,7 @@ def main(argv=None):
         except ValueError:
             raise UserError("--new_tokens and --adapt_steps take comma-separated whole numbers") from None
         md, js, _ = results_files(args.results_dir, "extension")
-        made = run_grid(kinds, args.seeds, cells, Path(args.runs_dir), args.data_dir)
+        made = run_grid(kinds, args.seeds, cells, runs_root(args.runs_dir), args.data_dir)
         done = [(cell, made[cell[-1]]) for cell in cells if made[cell[-1]]]
         summary, info = summarize(done), machine()
         command = " ".join(["python -m experiments.extension", *argv])

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from experiments.runs import (ROOT, difference, finished, made_free_first, mean_std, read_run, results_files, run_dir,
-                              run_size, train_run, train_settings)
+                              run_size, runs_root, train_run, train_settings)
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.data import read_meta
 from tablefree.device import machine, measured_on
@@ -179,7 +179,7 @@ def report(command, info, summary):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="python -m experiments.fairness", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m experiments.fairness", description=__doc__.split("\n\n")[0])
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {', '.join(PARTS)}")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--runs_dir", default="out-fairness")
@@ -192,7 +192,7 @@ def main(argv=None):
         require(set(parts) <= set(PARTS), "--parts", args.parts, f"a comma-separated list of {', '.join(PARTS)}")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         md, js, _ = results_files(args.results_dir, "fairness")
-        root, names, base = Path(args.runs_dir), chosen(parts), args.base_runs and Path(args.base_runs)
+        root, names, base = runs_root(args.runs_dir), chosen(parts), args.base_runs and Path(args.base_runs)
         plan = {name: [[*arguments(name, seed, root, base), *rest] for seed in range(args.seeds)] for name in names}
         settings = {name: train_settings(plan[name][0]) for name in names}  # every run's checked before the first
         run_flops = {name: flops(s) for name, s in settings.items()}  # compute and steps: the same for every seed

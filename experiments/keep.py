@@ -79,7 +79,7 @@ def restore(checkout, kept):
 
 
 def main(argv=None):
-    p = ArgumentParser(prog="python -m experiments.keep", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m experiments.keep", description=__doc__.split("\n\n")[0])
     p.add_argument("verb", choices=("save", "restore"))
     p.add_argument("--checkout", default=".", help="where the out-* runs dirs are (default: here)")
     p.add_argument("--kept", default=str(KEPT), help="where the kept files go (default: results/runs)")

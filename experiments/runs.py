@@ -25,7 +25,7 @@ import torch
 
 from model import GPT, INPUTS
 from tablefree.checkpoint import CKPT_NAME, read_log
-from tablefree.common import UserError, check_output
+from tablefree.common import UserError, check_output, holds_work
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 from tablefree.cost import flops_per_token
 
@@ -67,6 +67,15 @@ def launcher(nproc_per_node):
     if nproc_per_node == 1:
         return [sys.executable, str(TRAIN)]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc_per_node}", str(TRAIN)]
+
+
+def runs_root(path):
+    """A study's --runs_dir, refused when it is itself a run or a dataset: the study's runs and its
+    lock files would go inside it."""
+    work = holds_work(path)
+    if work:
+        raise UserError(f"--runs_dir {path} holds {work}; give the study's runs a folder of their own")
+    return Path(path)
 
 
 def run_dir(root, kind, seed):

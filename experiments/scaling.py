@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runs import (ROOT, finished, gap, results_files, run_all, run_dir, run_size, summarize,
+from experiments.runs import (ROOT, finished, gap, results_files, run_all, run_dir, run_size, runs_root, summarize,
                               train_settings)
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.cost import param_counts
@@ -213,7 +213,7 @@ def plot(rows, path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="python -m experiments.scaling", description=__doc__.split("\n")[0],
+    p = ArgumentParser(prog="python -m experiments.scaling", description=__doc__.split("\n\n")[0],
                        epilog="Any other argument is a config file or --key=value setting of train.py, applied to every run.")
     p.add_argument("--points", default=",".join(POINTS), help=f"comma-separated: {', '.join(POINTS)}")
     p.add_argument("--seeds", type=int, default=3)
@@ -229,7 +229,7 @@ def main(argv=None):
         # a config file named relative to here, or else to the checkout (the defaults)
         train_argv = [f if Path(f).exists() else str(ROOT / f) for f in args.base.split(",")] + rest
         base = train_settings(train_argv)
-        root = Path(args.runs_dir or f"out-compare/{args.name}")
+        root = runs_root(args.runs_dir or f"out-compare/{args.name}")
         md, js, png = results_files(args.results_dir, args.name)
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []

@@ -126,15 +126,30 @@ def load_checkpoint(path, device="cpu", flag="--ckpt"):
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that wants to run code
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]  # an empty file: no message
-        raise UserError(f"{path} is not a loadable checkpoint ({reason}); it is corrupt, "
-                        f"truncated or unsafe") from None
+        raise UserError(f"{path} is not a loadable checkpoint ({unloadable(path, e, flag)})") from None
     missing = {"model", "model_config", "tokenizer"} - set(ckpt if isinstance(ckpt, dict) else ())
     if missing:
         raise UserError(f"{path} is not a tablefree checkpoint "
                         f"(missing {', '.join(sorted(missing))})")
     verify(ckpt, path)
     return upgrade(ckpt)
+
+
+def unloadable(path, error, flag):
+    """Why torch.load failed on path, and what to give instead, from the file's first bytes."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        return "the file is empty: a full disk or a copy cut short; restore it, or train again"
+    if head == b"GGUF":
+        return f"it is a GGUF file, which llama.cpp runs: python -m tools.llama --gguf {path}"
+    if head != b"PK\x03\x04":  # torch.save writes a zip archive
+        return (f"it is not a file torch.save wrote; give {flag} a run folder, or the ckpt.pt or model.ternary.pt "
+                f"that train.py or tools.export wrote")
+    if "Weights only load failed" in str(error):
+        return "it holds objects a safe load (weights_only=True) refuses: it is unsafe, or not a checkpoint of ours"
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+    return f"{reason}; it is corrupt or truncated: restore it, or train again"
 
 
 def verify(ckpt, path):
@@ -272,8 +287,10 @@ def starting_point(s, given):
     folder or .pt (fine-tuning). given: the keys the user set (None: every key)."""
     if s.init_from == "resume":
         return resume_from(s, given)
+    if s.init_from != "scratch":
+        return finetune_from(s, given)
     refuse_to_overwrite(s.out_dir, s.overwrite)
-    return Start(s) if s.init_from == "scratch" else finetune_from(s, given)
+    return Start(s)
 
 
 def refuse_to_overwrite(out, overwrite):
@@ -298,6 +315,7 @@ def finetune_from(s, given):
     path = find_checkpoint(s.init_from, "--init_from")
     if Path(s.out_dir).resolve() == path.parent.resolve():
         raise UserError(f"--out_dir {s.out_dir} holds the run being fine-tuned; give the new run its own --out_dir")
+    refuse_to_overwrite(s.out_dir, s.overwrite)
     ckpt = load_checkpoint(path, "cpu", flag="--init_from")
     if "ternary" in ckpt:
         raise UserError(f"{path} is a packed export, which keeps no float weights to train; fine-tune from the "

@@ -108,6 +108,7 @@ def world(data_dir, tmp_path_factory):
     shutil.copytree(data / "tiny", root / "data2" / "tiny")  # the run's dataset, prepared again since
     (root / "data2" / "tiny" / "meta.json").write_text(json.dumps({**meta, "tokenizer": {**meta["tokenizer"],
                                                                                          "name": "another"}}))
+    (root / "fake.gguf").write_bytes(b"GGUF" + bytes(60))  # the magic of a GGUF file, as given to sample.py
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
     (root / "badtail.txt").write_bytes(b"The crown of the king is gold.\n" * 2000 + b"caf\xe9\n")  # bad near the end
@@ -195,15 +196,16 @@ CASES = [
     ("train", [*TRAIN, "--device=cuda:3"], "device 'cuda:3' is not available on this machine"),
     ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
     ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
+    ("train", [*TRAIN, "--out_dir={runs}/good", "--init_from={runs}/good"], "holds the run being fine-tuned; give the new"),
     ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset; choose another --out_dir"),
     ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
     ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
     ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),
-    ("train", [*RESUME, "--out_dir={runs}/evil"], "is not a loadable checkpoint"),
-    ("train", [*RESUME, "--out_dir={runs}/torn"], "corrupt, truncated or unsafe"),
+    ("train", [*RESUME, "--out_dir={runs}/evil"], "holds objects a safe load (weights_only=True) refuses: it is unsafe"),
+    ("train", [*RESUME, "--out_dir={runs}/torn"], "it is corrupt or truncated: restore it, or train again"),
     ("train", [*RESUME, "--out_dir={runs}/foreign"], "is not a tablefree checkpoint"),
     ("train", [*RESUME, "--out_dir={runs}/empty"], "no checkpoint at"),
-    ("train", [*RESUME, "--out_dir={runs}/zero"], "is not a loadable checkpoint"),
+    ("train", [*RESUME, "--out_dir={runs}/zero"], "is not a loadable checkpoint (the file is empty: a full disk"),
     ("train", [*RESUME, "--data_dir={root}/data2"], "was prepared again since"),
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "300"],
      "holds a dataset prepared with other settings"),
@@ -219,7 +221,7 @@ CASES = [
     ("train", [*TRAIN, "--input=binary", "--codes_from={runs}/good"], "set it for input='frozen' and only then"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/good"], "was trained with input='binary': it has no table"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/short.pt"], "has 299 rows but the vocabulary has 300"),
-    ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/torn"], "corrupt, truncated or unsafe"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={runs}/torn"], "it is corrupt or truncated"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be a finite number at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
@@ -227,8 +229,11 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/good", "--start", "The king is gold. " * 20], "but the model sees at most block_size=32"),
     ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/latin1.txt"], "is not UTF-8 text (near byte 3)"),
     ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/nothing.txt"], "cannot read --start_file"),
-    ("sample", ["--ckpt", "{runs}/evil"], "corrupt, truncated or unsafe"),
-    ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "corrupt, truncated or unsafe"),
+    ("sample", ["--ckpt", "{runs}/evil"], "it is unsafe, or not a checkpoint of ours"),
+    ("sample", ["--ckpt", "{root}/fake.gguf"], "it is a GGUF file, which llama.cpp runs: python -m tools.llama --gguf"),
+    ("sample", ["--ckpt", "{root}/latin1.txt"], "it is not a file torch.save wrote; give --ckpt a run folder"),
+    ("train", [*TRAIN, "--init_from={root}/latin1.txt"], "it is not a file torch.save wrote; give --init_from a run"),
+    ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "it is corrupt or truncated"),
     ("sample", ["--ckpt", "{runs}/foreign"], "is not a tablefree checkpoint"),
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
     ("sample", ["--ckpt", "{runs}/flipped.ternary.pt"], "(sha256 differs); export it again from its checkpoint"),
@@ -249,7 +254,7 @@ CASES = [
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],
      "BPE tokens, not --vocab_size 5,000; give --vocab_size"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
-    ("export", ["--ckpt", "{runs}/torn"], "corrupt, truncated or unsafe"),
+    ("export", ["--ckpt", "{runs}/torn"], "it is corrupt or truncated"),
     ("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "no/such/dir is not a writable folder; give --out in one"),
     ("evaluate", ["--ckpt", "{runs}/good", "--harness", "--tasks", "piqa,val"], "arc_challenge, lambada, not val; score the others without --harness"),
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
@@ -258,7 +263,7 @@ CASES = [
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--text", "{root}/latin1.txt", "--out", "{root}/e.json"],
      "cannot read --text"),
     ("extend", ["--ckpt", "{runs}/good", "--new_tokens", "0"], "--new_tokens must be at least 1"),
-    ("extend", ["--ckpt", "{runs}/torn", "--results_dir", "{root}"], "corrupt, truncated or unsafe"),
+    ("extend", ["--ckpt", "{runs}/torn", "--results_dir", "{root}"], "it is corrupt or truncated"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/latin1.txt"], "latin1.txt is not a writable folder; give --results_dir in one"),
     # a run, a dataset or one of their files given as any writer's output: refused, nothing changed
     ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good"], "holds a run (ckpt.pt, log.jsonl) that replacing it"),
@@ -323,6 +328,11 @@ CASES = [
      "whole.gguf was exported from another checkpoint than"),  # its model differs: body 'float' vs 'ternary'
     ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
+    ("compare", ["--runs_dir", "{data}/tiny", "--seeds", "1", *TRAIN[:2]], "--runs_dir"),  # holds a dataset; give ...
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--tokenizer", "gpt2", "--tokenizer_from",
+                 "{data}/tiny"], "so --tokenizer gpt2 would go unused; drop one of them"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--tokenizer_from", "{runs}/good"],
+     "good is a run, not a prepared dataset; give the dataset it trained on: --tokenizer_from"),
     ("compare", ["--inputs", "learned,foo"], "--inputs must be a comma-separated list of learned, binary, affine"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--n_head=3"], "must split into n_head=3 heads"),
     ("compare", ["--runs_dir", "{runs}/cmp", "--results_dir", "{root}/latin1.txt/results", *TRAIN[:2]],
@@ -392,6 +402,8 @@ def test_every_script_answers_help(script, capsys):
             assert exit.code == 0
         printed = capsys.readouterr()
         assert printed.out.startswith("usage:") and printed.err == ""
+        description = printed.out.split("\n\n")[1]  # after the usage block: whole sentences, not a cut line
+        assert description.rstrip().endswith((".", "?", ":")), description
     if script == "train":  # the settings, their defaults and the comments from the top of train.py
         assert re.search(r"^  --grad_clip=1\.0 +0 disables clipping$", printed.out, re.MULTILINE)
         assert all(f"--{key}=" in printed.out for key in train.DEFAULTS)

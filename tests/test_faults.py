@@ -335,7 +335,7 @@ def test_bad_checkpoints_and_settings_are_one_line_errors(data_dir, tmp_path, ca
     assert "trained with n_layer=2, not 3" in one_line_error(capsys, *args, "--init_from=resume", "--n_layer=3")
     assert "trained with input='affine', not 'learned'" in one_line_error(capsys, *args, "--init_from=resume", "--input=learned")
     (tmp_path / "ckpt.pt").write_bytes(good[: len(good) // 3])
-    assert "corrupt, truncated or unsafe" in one_line_error(capsys, *args, "--init_from=resume")
+    assert "it is corrupt or truncated" in one_line_error(capsys, *args, "--init_from=resume")
     config = tmp_path / "typo.py"
     config.write_text("n_layer = 2\nlearnig_rate = 1e-3\n")
     assert "unknown setting 'learnig_rate'; did you mean 'learning_rate'" in one_line_error(capsys, str(config))

@@ -46,7 +46,7 @@ OWN_TASKS = (*TEXT_TASKS, *PROBE_SETS, "sft")  # sft: the val examples of prompt
 
 
 def parse_args(argv=None):
-    p = ArgumentParser(prog="python -m tools.evaluate", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory (out/<run>) or a .pt file")
     p.add_argument("--tasks", default="val", help=f"comma-separated: {', '.join([*OWN_TASKS, *TASKS])}")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents (windows, pairs) of each task")

@@ -37,7 +37,7 @@ from tools.hf import export_hf
 
 
 def main(argv=None):
-    p = ArgumentParser(prog="python -m tools.export", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.export", description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
     p.add_argument("--format", choices=("hf", "ternary", "gguf"), help="default: hf for a float body, ternary for "
                    "a ternary one")

@@ -254,7 +254,7 @@ def report(command, rows, args):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = ArgumentParser(prog="python -m tools.extend", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.extend", description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", nargs="+", required=True, help="run directories (out/<run>) or .pt files")
     p.add_argument("--new_tokens", type=int, default=64, help="M, the words added")
     p.add_argument("--adapt_steps", type=int, default=0, help="AdamW steps on the new rows only (0: none)")

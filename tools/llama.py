@@ -33,7 +33,7 @@ PROMPT_TOKENS, NEW_TOKENS = 16, 32  # --check's prompts and continuations
 
 
 def parse_args(argv=None):
-    p = ArgumentParser(prog="python -m tools.llama", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.llama", description=__doc__.split("\n\n")[0])
     p.add_argument("--gguf", required=True, help="a .gguf file that python -m tools.export --format gguf wrote")
     p.add_argument("--start", default="\n", help="prompt text ('<|endoftext|>' begins a new document)")
     p.add_argument("--max_new_tokens", type=int, default=200)

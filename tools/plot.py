@@ -39,7 +39,7 @@ def plot(runs, out):
 
 
 def main(argv=None):
-    p = ArgumentParser(prog="python -m tools.plot", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m tools.plot", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="run directories (each with the log.jsonl train.py wrote)")
     p.add_argument("--out", help="the PNG file to write (default: loss.png in the first run's folder)")
     with user_errors("plot.py"):
