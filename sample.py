@@ -18,7 +18,7 @@ import torch
 
 from tablefree import runtime
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
-from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, user_errors
+from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, require_utf8, user_errors
 from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding, token_bytes
 
@@ -51,6 +51,7 @@ def parse_args(argv=None):
             "a finite number at least 0 (0 is greedy)")
     require(args.top_k >= 0, "--top_k", args.top_k, "at least 0 (0 keeps every token)")
     require(0 < args.top_p <= 1, "--top_p", args.top_p, "above 0 and at most 1 (1 keeps every token)")
+    require_utf8(args.start, "--start")
     return args
 
 

@@ -49,6 +49,15 @@ def require(ok, name, value, rule):
         raise UserError(f"{name} must be {rule}, not {value!r}")
 
 
+def require_utf8(text, flag):
+    """Refuse command-line text that is not UTF-8: its bytes arrive as lone surrogates ('\\udce9' for
+    0xe9), which a tokenizer would silently replace."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UserError(f"{flag} is not UTF-8 text (near character {e.start}); give UTF-8 text") from None
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose errors are UserErrors: one line, no usage block (which --help prints)."""
 

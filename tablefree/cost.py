@@ -24,6 +24,7 @@ from tablefree.data import read_meta
 from tablefree.device import DTYPES, GPU_PEAK_BF16
 
 PROBE_TOKENS = 32  # tokens per probe sequence: small, and past every shape's constant parts
+PROBE_PARAMS = 400e6  # the largest probe model measured (1.6 GB in float32, seconds); the papers' is below 180M
 MFU = 0.4  # the model FLOPs utilisation the wall times assume
 CLUSTERS = (("H100", 8), ("A100", 8))  # (GPU, how many) the wall time is given for
 GPU_BYTES = 80e9  # an H100's or A100's memory, for the warning
@@ -116,9 +117,11 @@ def estimate_cost(s, vocab_size, activations=True):
     flops = per_token * tokens_per_step * s.max_iters + per_token / 3 * eval_tokens
     memory = {"weights": 4 * counts["trainable"] + sum(b.nbytes for b in model.buffers()),
               "gradients": 4 * counts["trainable"], "AdamW state": 8 * counts["trainable"]}
-    if activations:
+    with torch.device("meta"):  # the probe: 2 layers at the full width, with the input and the head
+        probe = sum(p.numel() for p in GPT(replace(config, n_layer=2)).parameters())
+    if activations and probe <= PROBE_PARAMS:
         memory |= forward_memory(config, s.batch_size, dtype)
-    return {"config": config, "params": counts, "flops_per_token": per_token, "steps": s.max_iters,
+    return {"config": config, "probe_params": probe if activations and probe > PROBE_PARAMS else None, "params": counts, "flops_per_token": per_token, "steps": s.max_iters,
             "tokens_per_step": tokens_per_step, "tokens": tokens_per_step * s.max_iters, "flops": flops,
             "eval_share": per_token / 3 * eval_tokens / flops, "dtype": str(dtype)[6:], "micro_batch": s.batch_size,
             "memory": memory, "hours": {f"{n} x {gpu}": flops / (n * GPU_PEAK_BF16[gpu] * MFU) / 3600
@@ -141,11 +144,19 @@ def describe_cost(cost):
     total = sum(memory.values())
     lines.append(f"memory per GPU at micro-batch {cost['micro_batch']} x {c.block_size}, {cost['dtype']}: "
                  + " + ".join(f"{name} {size_of(size)}" for name, size in memory.items()) + f" = {size_of(total)}")
+    if cost["probe_params"]:
+        lines.append(f"  weight copies and activations: not measured: the probe (2 layers at this width, the input and "
+                     f"the head) would have {count(cost['probe_params'])} parameters, past the dry run's "
+                     f"{count(PROBE_PARAMS)} (seconds on a CPU); the parts above are exact")
     if "activations" in memory:
         lines.append(f"  weight copies and activations: measured on this CPU at 1-2 layers x 1-2 sequences of "
                      f"{PROBE_TOKENS} tokens and scaled; torch.compile's fusion, DDP's buckets and the allocator's "
                      f"slack are not counted")
-    if total > GPU_BYTES:
+    state = memory["weights"] + memory["gradients"] + memory["AdamW state"]  # a full copy on every DDP rank
+    if state > GPU_BYTES:
+        lines.append(f"  the weights, gradients and AdamW state alone are more than an {GPU_BYTES / 1e9:.0f} GB GPU "
+                     f"holds, and DDP keeps all of them on every GPU: choose a smaller model")
+    elif total > GPU_BYTES:
         lines.append(f"  more than an {GPU_BYTES / 1e9:.0f} GB GPU holds: lower batch_size and raise "
                      f"gradient_accumulation_steps to keep the tokens per step")
     lines.append(f"wall time at {MFU:.0%} MFU: " + "; ".join(
@@ -167,8 +178,8 @@ def count(n):
 
 
 def size_of(n):
-    """Bytes: 27.0 GB, 96.3 MB."""
-    for scale, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+    """Bytes: 6.61 TB, 27.0 GB, 96.3 MB."""
+    for scale, name in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
         if n >= scale:
             return f"{three(n / scale)} {name}"
     return f"{three(n)} B"

@@ -25,7 +25,14 @@ import numpy as np
 
 from tablefree.common import UserError
 
-REASONS = ("not JSON", "no prompt or response", "empty response", "not UTF-8", "longer than block_size")
+FIXES = {  # why a row is dropped: what to do about it
+    "not JSON": 'write one {"prompt": ..., "response": ...} object per line (JSON Lines, not a JSON array)',
+    "no prompt or response": 'give every row a "prompt" and a "response" string',
+    "empty response": 'give every row a non-empty "response"',
+    "not UTF-8": "convert the file to UTF-8 (iconv -f latin1 -t utf-8 IN > OUT)",
+    "longer than block_size": "give a larger --block_size (and train with it) or shorter examples",
+}
+REASONS = tuple(FIXES)
 
 
 def read_examples(paths):
@@ -88,14 +95,21 @@ def write_sft(paths, encoding, block_size, val_fraction, dtype, directory):
     splits = {}
     for split, (ids, mask, nbytes) in parts.items():
         if not ids:
-            raise UserError(f"no {split} examples are left ({describe_bad(bad)}); give more rows or change "
-                            f"--val_fraction")
+            raise UserError(f"no {split} examples are left ({describe_bad(bad)}); {fix_for(parts, bad)}")
         np.asarray(ids, dtype=dtype).tofile(directory / f"{split}.bin")
         np.asarray(mask, dtype=np.uint8).tofile(directory / f"{split}.mask.bin")
         # bits per byte of the responses: the counted targets over the response text's bytes
         splits[split] = {"files": [f"{split}.bin"], "mask_files": [f"{split}.mask.bin"], "tokens": len(ids),
                          "scored_tokens": int(sum(mask)), "bytes": nbytes}
     return splits, {"block_size": block_size, "examples": len(examples) - bad["longer than block_size"], "bad_rows": bad}
+
+
+def fix_for(parts, bad):
+    """What to do when a split is empty: if no row survived, the fix for the commonest reason; else
+    (the rows all fell in the other split) more rows or another --val_fraction."""
+    if any(ids for ids, _, _ in parts.values()) or not any(bad.values()):
+        return "give more rows or change --val_fraction"
+    return FIXES[max(bad, key=bad.get)]
 
 
 def describe_bad(bad):

@@ -108,6 +108,12 @@ def world(data_dir, tmp_path_factory):
     shutil.copytree(data / "tiny", root / "data2" / "tiny")  # the run's dataset, prepared again since
     (root / "data2" / "tiny" / "meta.json").write_text(json.dumps({**meta, "tokenizer": {**meta["tokenizer"],
                                                                                          "name": "another"}}))
+    sft_rows = {"latin1": "\n".join(['{"prompt": "caf\xe9", "response": "cr\xe8me"}'] * 20).encode("latin-1"),
+                "array": json.dumps([{"prompt": f"q{i}", "response": "a"} for i in range(20)], indent=1).encode(),
+                "keys": "\n".join(json.dumps({"question": f"q{i}", "answer": "a"}) for i in range(20)).encode(),
+                "long": "\n".join(json.dumps({"prompt": f"the king {i} " * 9, "response": "gold"}) for i in range(20)).encode()}
+    for name, rows in sft_rows.items():  # SFT files in which no row survives, each for its own reason
+        (root / f"sft_{name}.jsonl").write_bytes(rows)
     (root / "fake.gguf").write_bytes(b"GGUF" + bytes(60))  # the magic of a GGUF file, as given to sample.py
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
@@ -226,6 +232,7 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
     ("sample", ["--ckpt", "{runs}/good", "--start", ""], "the prompt is empty"),
+    ("sample", ["--ckpt", "{runs}/good", "--start", "caf\udce9"], "--start is not UTF-8 text (near character 3)"),
     ("sample", ["--ckpt", "{runs}/good", "--start", "The king is gold. " * 20], "but the model sees at most block_size=32"),
     ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/latin1.txt"], "is not UTF-8 text (near byte 3)"),
     ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/nothing.txt"], "cannot read --start_file"),
@@ -310,6 +317,7 @@ CASES = [
     ("llama", ["--gguf", "{root}/foreign.gguf"], "was not written by tools.export --format gguf"),
     ("llama", ["--gguf", "{root}/none.gguf"], "no GGUF file at"),
     ("llama", ["--gguf", "{root}/none.gguf", "--max_new_tokens", "0"], "--max_new_tokens must be at least 1"),
+    ("llama", ["--gguf", "{root}/whole.gguf", "--start", "caf\udce9"], "--start is not UTF-8 text (near character 3)"),
     ("llama", ["--gguf", "{root}/none.gguf", "--temperature", "inf"], "--temperature must be a finite number"),
     ("llama", ["--gguf", "{root}/whole.gguf", "--max_new_tokens", "1000000000"],
      "--max_new_tokens must be at most"),  # past the context (needs llama-cpp-python, as CI has)
@@ -328,6 +336,10 @@ CASES = [
      "whole.gguf was exported from another checkpoint than"),  # its model differs: body 'float' vs 'ternary'
     ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
+    ("prepare", ["--sft", "--input", "{root}/sft_latin1.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "20 not UTF-8); convert the file to UTF-8"),
+    ("prepare", ["--sft", "--input", "{root}/sft_array.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
+    ("prepare", ["--sft", "--input", "{root}/sft_keys.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "20 no prompt or response); give every row a \"prompt\" and a \"response\" string"),
+    ("prepare", [*["--sft", "--input", "{root}/sft_long.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "--block_size", "16"], "20 longer than block_size); give a larger --block_size"),
     ("compare", ["--runs_dir", "{data}/tiny", "--seeds", "1", *TRAIN[:2]], "--runs_dir"),  # holds a dataset; give ...
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--tokenizer", "gpt2", "--tokenizer_from",
                  "{data}/tiny"], "so --tokenizer gpt2 would go unused; drop one of them"),

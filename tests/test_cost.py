@@ -41,6 +41,15 @@ def test_dry_run_prints_and_touches_nothing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []  # no run directory, no data read
 
 
+def test_a_huge_width_is_described_in_seconds_without_its_probe(tmp_path, capsys):
+    train.main(["--dry_run=True", "--vocab_size=65536", "--n_embd=65536", "--n_head=512", f"--out_dir={tmp_path / 'run'}"])
+    report = capsys.readouterr().out
+    assert "weights 6.61 TB + gradients 6.61 TB + AdamW state 13.2 TB = 26.5 TB" in report  # exact, from the counts
+    assert "not measured: the probe (2 layers at this width, the input and the head) would have 107B parameters" in report
+    assert "DDP keeps all of them on every GPU: choose a smaller model" in report
+    assert list(tmp_path.iterdir()) == []
+
+
 def used_bytes():
     """Bytes glibc's allocator has handed out now: heap in use plus mmap'd blocks (mallinfo2)."""
     class MallInfo2(ctypes.Structure):

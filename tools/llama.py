@@ -25,7 +25,7 @@ import torch
 
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.checksum import weights_id
-from tablefree.common import ArgumentParser, UserError, require, user_errors
+from tablefree.common import ArgumentParser, UserError, require, require_utf8, user_errors
 from tablefree.data import read_meta, split_ids
 from tools.llamacpp import greedy, load_llama, read_gguf
 
@@ -48,6 +48,7 @@ def parse_args(argv=None):
     require(args.max_new_tokens >= 1, "--max_new_tokens", args.max_new_tokens, "at least 1")
     require(math.isfinite(args.temperature) and args.temperature >= 0, "--temperature", args.temperature,
             "a finite number, at least 0 (0 is greedy)")
+    require_utf8(args.start, "--start")
     require(min(args.top_k, args.threads, args.prompts) >= 1, "--top_k, --threads and --prompts",
             (args.top_k, args.threads, args.prompts), "at least 1")
     return args
