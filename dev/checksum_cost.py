@@ -1,7 +1,7 @@
 """What a checkpoint's crc32 costs at the papers' 32-layer shape (config/binary.py): the time to
-checksum its weights and AdamW state, beside the time torch.save takes to write the same tensors.
+checksum its weights and AdamW state, beside the times torch.save and torch.load take for them.
 
-    python dev/checksum_cost.py [config/binary.py] [--dir /tmp]
+    PYTHONPATH=. python dev/checksum_cost.py [config/binary.py] [--dir /tmp]
 
 The tensors are uninitialised (the times do not depend on the values); it needs ~2x the
 checkpoint's size in memory and its size on disk in --dir.
@@ -38,8 +38,13 @@ def main(argv):
         t0 = time.perf_counter()
         torch.save(state, Path(tmp) / "ckpt.pt")
         save_s = time.perf_counter() - t0
+        del state, model, adam
+        t0 = time.perf_counter()
+        torch.load(Path(tmp) / "ckpt.pt", weights_only=True)
+        load_s = time.perf_counter() - t0
     print(f"{config}: {gb:.2f} GB of weights and AdamW state; crc32 {crc_s:.1f} s ({gb / crc_s:.2f} GB/s), "
-          f"torch.save {save_s:.1f} s: the checksum adds {crc_s / save_s:.0%} to a save, and as much to a load")
+          f"torch.save {save_s:.1f} s, torch.load {load_s:.1f} s: the checksum adds {crc_s / save_s:.0%} to a save "
+          f"and {crc_s / load_s:.0%} to a load")
 
 
 if __name__ == "__main__":

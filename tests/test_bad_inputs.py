@@ -306,7 +306,7 @@ CASES = [
     ("bench", ["--out", "{data}/tiny/meta.json"], "meta.json belongs to a dataset"),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--gguf_type", "TQ2_0"], "body is 'float': store it as F32, F16, Q8_0, not TQ2_0"),
     ("export", ["--ckpt", "{runs}/tern", "--format", "gguf", "--gguf_type", "Q8_0"], "store it as TQ2_0, TQ1_0, not Q8_0"),
-    ("export", ["--ckpt", "{runs}/tern", "--format", "gguf"], "TQ2_0 stores rows in blocks of 256 weights but this model's rows are 32 and 128 wide"),
+    ("export", ["--ckpt", "{runs}/tern", "--format", "gguf"], "rows are 32 and 128 wide; no type of a ternary body fits: train with n_embd and mlp_width multiples of 256"),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/no/such/m.gguf"], "is not a writable folder; give --out in one"),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/latin1.txt"], "latin1.txt exists and is not a .gguf file"),
     ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/latin1.txt"], "latin1.txt exists and is not a .pt file"),

@@ -61,9 +61,11 @@ def check_type(config, pattern, gguf_type):
     rows = {config.n_embd, config.mlp_hidden()}  # the input widths of every matrix
     block = BLOCK.get(gguf_type, 1)
     if any(width % block for width in rows):
+        fitting = [t for t in types if not any(width % BLOCK.get(t, 1) for width in rows)]
+        fix = (f"choose --gguf_type {' or '.join(fitting)}" if fitting else
+               f"no type of a {config.body} body fits: train with n_embd and mlp_width multiples of {block}")
         raise UserError(f"{gguf_type} stores rows in blocks of {block} weights but this model's rows are "
-                        f"{' and '.join(map(str, sorted(rows)))} wide; choose another --gguf_type, or train with n_embd "
-                        f"a multiple of {block}")
+                        f"{' and '.join(map(str, sorted(rows)))} wide; {fix}")
     return gguf_type
 
 
