@@ -65,8 +65,8 @@ def parse_args(argv):
 def main(argv=None):
     with user_errors("bench.py"):
         args = parse_args(argv)
-        md = check_output(args.out, "--out")  # before the sections, not after them
-        js = check_output(md.with_suffix(".json"), "--out")
+        md = check_output(args.out, "--out", ours=(b"experiments.bench",))  # before the sections, not after them
+        js = check_output(md.with_suffix(".json"), "--out", ours=(b"experiments.bench",))
     command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
     sections, results = earlier_report(md, js)
     bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)

@@ -25,7 +25,7 @@ import torch
 
 from model import GPT, INPUTS
 from tablefree.checkpoint import CKPT_NAME, read_log
-from tablefree.common import UserError, check_output, holds_work
+from tablefree.common import PNG, UserError, check_output, holds_work
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 from tablefree.cost import flops_per_token
 
@@ -52,6 +52,9 @@ def run_size(settings, vocab_size):
     return flops_per_token(model) * tokens, tokens, model
 
 
+STUDIES = (b"python -m experiments.",)  # in every study's report: the command that wrote it
+
+
 def results_files(folder, name):
     """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last."""
     folder = Path(folder)
@@ -59,7 +62,8 @@ def results_files(folder, name):
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write to --results_dir {folder}: {e.strerror}") from None
-    return [check_output(folder / f"{name}{ext}", "--results_dir or --name") for ext in (".md", ".json", ".png")]
+    return [check_output(folder / f"{name}{ext}", "--results_dir or --name", ours=ours)
+            for ext, ours in ((".md", STUDIES), (".json", STUDIES), (".png", PNG))]
 
 
 def launcher(nproc_per_node):

@@ -131,19 +131,31 @@ DATASET_FILES = ("meta.json", "tokenizer.tiktoken", "train*.bin", "val*.bin", "c
 MARKS = {"ckpt.pt": "a run", "log.jsonl": "a run", "meta.json": "a dataset"}
 
 
+PNG = (b"matplotlib.org",)  # the mark of a figure our commands draw: matplotlib's name in its metadata
+
+
+def written_by(path, ours):
+    """Whether the file at path holds one of the byte strings ours in its first megabyte."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    return any(mark in head for mark in ours)
+
+
 def holds_work(folder):
     """'a run' or 'a dataset' when folder is one (by the files train.py and prepare.py write), else None."""
     return next((work for name, work in MARKS.items() if (Path(folder) / name).exists()), None)
 
 
-def check_output(path, flag, own=None):
+def check_output(path, flag, own=None, ours=None):
     """path, if a command may write it; else the one-line error naming the problem and `flag`.
 
     own=None: path is one file the command replaces. Refused: a folder; a file a run or a dataset
     needs (a checkpoint, a log, a config.json in a run's folder, a dataset's bins, tokenizer or
-    meta.json); a file in a missing or read-only folder. own: path is a folder the command
-    replaces whole, and own the names (fnmatch patterns) of the files it writes there. Refused
-    besides: a file; a folder holding any other file (a run, a dataset, the user's own)."""
+    meta.json); a file in a missing or read-only folder; an existing file without any of the
+    byte strings `ours` in its first megabyte (what this command's own files hold: its name in a
+    report, a format's mark), which is the user's. own: path is a folder the command replaces
+    whole, and own the names (fnmatch patterns) of the files it writes there. Refused besides: a
+    file; a folder holding any other file (a run, a dataset, the user's own)."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK):
@@ -156,6 +168,9 @@ def check_output(path, flag, own=None):
         if path.exists() and (path.name in MARKS or any(fnmatch.fnmatch(path.name, n) for n in needed)):
             raise UserError(f"{path} belongs to {work or 'a run or a dataset'} and writing there would destroy it; "
                             f"give {flag} another file")
+        if ours is not None and path.is_file() and not written_by(path, ours):
+            raise UserError(f"{path} exists and this command did not write it; give {flag} a new path, or move that "
+                            f"file away first")
         return path
     if path.is_file():
         raise UserError(f"{path} is a file; give {flag} a folder")

@@ -31,10 +31,12 @@ import torch
 from codes import code_bits
 from model import INPUTS, GPTConfig, frozen_dim
 from tablefree import kernel
-from tablefree.common import UserError, write_atomic
+from tablefree.checksum import raw_bytes
+from tablefree.common import UserError, check_output, write_atomic
 from tablefree.ternary import unpack_ternary
 from tablefree.tokenizer import load_encoding, token_bytes
 
+MAGIC = b"TFRUN\0\0\0"  # the flat file's first 8 bytes
 VERSION = 1
 SOURCE = Path(__file__).parent / "run.c"  # it #includes kernel.c beside it
 HEADS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
@@ -98,14 +100,13 @@ def write_flat(contents, path):
     arrays["tokens.offsets"], arrays["tokens.bytes"] = token_table(contents["tokenizer"], c.vocab_size)
     arrays["source.sha256"] = torch.frombuffer(bytearray(contents.get("sha256", "").encode().ljust(64, b"\0")),
                                                dtype=torch.uint8)
-    blobs = {name: t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-             for name, t in arrays.items()}
+    blobs = {name: raw_bytes(t).tobytes() for name, t in arrays.items()}
     start = -(-(120 + 64 * len(blobs)) // 64) * 64
     directory, payload, offset = [], bytearray(), start
     for name, blob in blobs.items():
         directory.append(struct.pack("<48sQQ", name.encode(), offset + len(payload), len(blob)))
         payload += blob + bytes(-len(blob) % 64)
-    header = (b"TFRUN\0\0\0" + struct.pack("<i4x", VERSION) + config_fields(c) +
+    header = (MAGIC + struct.pack("<i4x", VERSION) + config_fields(c) +
               struct.pack("<QQi", len(payload), checksum(payload), len(blobs)))
     head = header.ljust(120, b"\0") + b"".join(directory)
     write_atomic(path, lambda f: f.write(head.ljust(start, b"\0") + payload))
@@ -124,7 +125,7 @@ def written_from(path):
     try:
         with open(path, "rb") as f:
             head = f.read(120)
-            if head[:8] != b"TFRUN\0\0\0" or struct.unpack_from("<i", head, 8)[0] != VERSION:
+            if head[:8] != MAGIC or struct.unpack_from("<i", head, 8)[0] != VERSION:
                 return ""
             count = struct.unpack_from("<i", head, 88)[0]
             for name, offset, size in struct.iter_unpack("<48sQQ", f.read(64 * count)):
@@ -144,7 +145,7 @@ def flat_file(path, ckpt):
                         f"python -m tools.export --ckpt <a ternary run>, then --ckpt <its model.ternary.pt>")
     flat = Path(path).with_suffix(".bin")
     if not ckpt.get("sha256") or written_from(flat) != ckpt["sha256"]:
-        write_flat(ckpt, flat)
+        write_flat(ckpt, check_output(flat, "--ckpt", ours=(MAGIC,)))  # never over a file of the user's or a dataset's
     return flat
 
 

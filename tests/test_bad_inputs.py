@@ -114,6 +114,8 @@ def world(data_dir, tmp_path_factory):
                 "long": "\n".join(json.dumps({"prompt": f"the king {i} " * 9, "response": "gold"}) for i in range(20)).encode()}
     for name, rows in sft_rows.items():  # SFT files in which no row survives, each for its own reason
         (root / f"sft_{name}.jsonl").write_bytes(rows)
+    for name in ("notes.json", "notes.md", "notes.pt", "notes.gguf"):  # the user's own files, any name
+        (root / name).write_text("my own notes\n")
     (root / "fake.gguf").write_bytes(b"GGUF" + bytes(60))  # the magic of a GGUF file, as given to sample.py
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
@@ -122,6 +124,8 @@ def world(data_dir, tmp_path_factory):
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
     ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
     packed = packed_ternary(ternary, {**ckpt, "model_config": asdict(ternary.config)})
+    torch.save(packed, root / "mine.pt")  # a whole packed file, beside a file of the user's where its flat file goes
+    (root / "mine.bin").write_text("my own notes\n")
     flipped = {**packed, "model": dict(packed["model"])}
     flipped["model"]["lm_head.weight"] = packed["model"]["lm_head.weight"].clone()
     flipped["model"]["lm_head.weight"].view(torch.uint8)[:4] ^= 0xFF  # four bytes flipped: sha256 differs
@@ -245,6 +249,7 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
     ("sample", ["--ckpt", "{runs}/flipped.ternary.pt"], "(sha256 differs); export it again from its checkpoint"),
     ("sample", ["--ckpt", "{runs}/good", "--engine", "c"], "is not a packed ternary export; the C runtime decodes those"),
+    ("sample", ["--ckpt", "{root}/mine.pt", "--engine", "c"], "mine.bin exists and this command did not write it"),
     ("sample", ["--ckpt", "{runs}/good", "--engine", "c", "--no_cache"], "--engine c runs on the CPU with its KV cache"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "inf"], "--temperature must be a finite number"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "nan"], "--temperature must be a finite number"),
@@ -308,8 +313,8 @@ CASES = [
     ("export", ["--ckpt", "{runs}/tern", "--format", "gguf", "--gguf_type", "Q8_0"], "store it as TQ2_0, TQ1_0, not Q8_0"),
     ("export", ["--ckpt", "{runs}/tern", "--format", "gguf"], "rows are 32 and 128 wide; no type of a ternary body fits: train with n_embd and mlp_width multiples of 256"),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/no/such/m.gguf"], "is not a writable folder; give --out in one"),
-    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/latin1.txt"], "latin1.txt exists and is not a .gguf file"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/latin1.txt"], "latin1.txt exists and is not a .pt file"),
+    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/latin1.txt"], "latin1.txt exists and this command did not write it; give --out a new path"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/latin1.txt"], "latin1.txt exists and this command did not write it"),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"),
     ("export", ["--ckpt", "{runs}/good", "--gguf_type", "F16"], "--gguf_type is for --format gguf, not hf"),
     ("llama", ["--gguf", "{runs}/good/ckpt.pt"], "is not a GGUF file (it does not begin with 'GGUF')"),
@@ -336,6 +341,15 @@ CASES = [
      "whole.gguf was exported from another checkpoint than"),  # its model differs: body 'float' vs 'ternary'
     ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
+    # a file of the user's, given as any writer's output: refused, as runs and datasets are
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/notes.json"],
+     "notes.json exists and this command did not write it; give --out a new path, or move that file away first"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/notes.pt"], "notes.pt exists and this command did not write it"),
+    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/notes.gguf"], "did not write it"),
+    ("bench", ["--out", "{root}/notes.md"], "notes.md exists and this command did not write it"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"),
+    ("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
     ("prepare", ["--sft", "--input", "{root}/sft_latin1.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "20 not UTF-8); convert the file to UTF-8"),
     ("prepare", ["--sft", "--input", "{root}/sft_array.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
     ("prepare", ["--sft", "--input", "{root}/sft_keys.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "20 no prompt or response); give every row a \"prompt\" and a \"response\" string"),

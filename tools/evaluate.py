@@ -196,8 +196,9 @@ def harness_tasks(ckpt, model, path, enc, tasks, args):
 def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
-    out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out")
-    check_output(answers_path(out), "--out")
+    out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out",
+                       ours=(b"tools.evaluate",))
+    check_output(answers_path(out), "--out", ours=(b'{"task": ',))
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])

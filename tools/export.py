@@ -31,7 +31,7 @@ import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
-from tablefree.packed import packed_ternary
+from tablefree.packed import FORMAT, packed_ternary
 from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
 from tools.hf import export_hf
 
@@ -58,10 +58,7 @@ def main(argv=None):
         if fmt == "hf":
             export_hf(model, ckpt, out)
         else:
-            suffix = {"ternary": ".pt", "gguf": ".gguf"}[fmt]
-            if check_output(out, "--out").is_file() and out.suffix != suffix:  # the user's own file, not an export
-                raise UserError(f"{out} exists and is not a {suffix} file, which --out would replace; give a new "
-                                f"path or an earlier export's")
+            check_output(out, "--out", ours=(FORMAT.encode() if fmt == "ternary" else b"tablefree.input",))
         if fmt == "gguf":
             write_gguf(model, ckpt, out, gguf_type)
         elif fmt == "ternary":

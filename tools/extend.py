@@ -273,8 +273,8 @@ def main(argv=None):
         require(args.name.strip() and "/" not in args.name, "--name", args.name,
                 "a file name (<results_dir>/<name>.md), not empty and without '/'")
         folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
-        results = check_output(Path(folder) / f"{args.name}.md", "--results_dir")
-        check_output(results.with_suffix(".json"), "--results_dir")
+        results = check_output(Path(folder) / f"{args.name}.md", "--results_dir", ours=(b"tools.extend",))
+        check_output(results.with_suffix(".json"), "--results_dir", ours=(b"tools.extend",))
         rows = []
         for ckpt in args.ckpt:
             rows.append(extend_run(find_checkpoint(ckpt), args))

@@ -11,7 +11,7 @@ matplotlib is an optional requirement (requirements-extras.txt).
 from pathlib import Path
 
 from tablefree.checkpoint import read_log
-from tablefree.common import ArgumentParser, UserError, check_output, pyplot, user_errors, write_atomic
+from tablefree.common import PNG, ArgumentParser, UserError, check_output, pyplot, user_errors, write_atomic
 
 
 def curves(records):
@@ -49,7 +49,7 @@ def main(argv=None):
             if not (run / "log.jsonl").is_file():
                 raise UserError(f"{run} has no log.jsonl; give run directories train.py wrote")
             runs[str(run)] = read_log(run / "log.jsonl")
-        out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out")
+        out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out", ours=PNG)
         plot(runs, out)
         print(f"wrote {out}")
 
