@@ -27,8 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, difference, evaluated, mean_std, results_files, run_arguments, run_dir, runs_root,
-                              save_figure, train_run, train_settings)
+from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run_dir, runs_root, save_figure, train_run,
+                              train_settings)
+from experiments.stats import difference, mean_std
 from model import INPUTS
 from tablefree.checkpoint import read_log
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic

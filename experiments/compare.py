@@ -25,7 +25,8 @@ import json
 import sys
 
 from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, results_files, run_all, run_dir,
-                              runs_root, save_figure, summarize, train_settings)
+                              runs_root, save_figure, train_settings)
+from experiments.stats import summarize
 from model import INPUTS
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on

@@ -24,8 +24,9 @@ import json
 import statistics
 import sys
 
-from experiments.runs import (ROOT, VARIANTS, claimed, control, finished, is_kind, mean_std, results_files,
-                              run_arguments, run_dir, run_tool, runs_root, train_run, train_settings)
+from experiments.runs import (ROOT, VARIANTS, claimed, control, finished, is_kind, results_files, run_arguments,
+                              run_dir, run_tool, runs_root, train_run, train_settings)
+from experiments.stats import mean_std
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runs import (ROOT, finished, gap, results_files, run_all, run_dir, run_size, runs_root, summarize,
-                              train_settings)
+from experiments.runs import (ROOT, finished, results_files, run_all, run_dir, run_size, runs_root, train_settings)
+from experiments.stats import gap, summarize
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.cost import param_counts
 from tablefree.data import read_meta

@@ -22,9 +22,9 @@ import torch
 
 from model import GPT, GPTConfig
 from tablefree import kernel
+from tablefree.checksum import tensors_crc32, tensors_sha256
 from tablefree.common import UserError, append_line, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
-from tablefree.checksum import tensors_crc32, tensors_sha256
 from tablefree.packed import build_packed
 
 CKPT_NAME = "ckpt.pt"

@@ -30,8 +30,8 @@ from experiments import bench, compare
 from model import GPT, GPTConfig
 from tablefree.checkpoint import save_checkpoint
 from tablefree.checksum import tensors_sha256
-from tablefree.packed import packed_ternary
 from tablefree.configurator import resolve
+from tablefree.packed import packed_ternary
 from tools import evaluate, export, extend, llama
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -114,7 +114,7 @@ def test_tiny_preset_end_to_end_and_resumes(data_dir, tmp_path, capsys):
 
 
 def test_steps_to_a_target_loss_are_interpolated_between_evaluations():
-    from experiments.runs import steps_to, steps_to_learned
+    from experiments.stats import steps_to, steps_to_learned
     curve = [[0, 7.0], [100, 5.0], [200, 4.0], [300, 3.5]]
     assert steps_to(curve, 4.5) == 150 and steps_to(curve, 4.0) == 200 and steps_to(curve, 7.5) == 0
     assert steps_to(curve, 3.0) is None
