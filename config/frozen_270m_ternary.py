@@ -10,7 +10,7 @@ command. Our choice: the float runs' recipe, untuned for the ternary body.
 Estimated cost, from `python train.py config/frozen_270m_ternary.py --dry_run=True`:
     parameters: 100,883,584 trainable = input 0 + body 100,293,760 + head 589,824; fixed input code 16,777,216 values
     compute: 1.28e+09 FLOP a token x 2.05B tokens (3,910 steps of 524,288) = 2.65e+18 FLOP, evaluations included (0.8%)
-    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 424 MB + gradients 404 MB + AdamW state 807 MB + weight copies 670 MB + activations 29.4 GB = 31.7 GB
+    memory per GPU at micro-batch 16 x 1024, bfloat16: weights 421 MB + gradients 404 MB + AdamW state 807 MB + weight copies 670 MB + activations 29.4 GB = 31.7 GB
     wall time at 40% MFU: 8 x H100 14.0 min (1.86 GPU-hours); 8 x A100 44.3 min (5.90 GPU-hours)
 """
 input = "frozen"
