@@ -117,11 +117,16 @@ def estimate_cost(s, vocab_size, activations=True):
     flops = per_token * tokens_per_step * s.max_iters + per_token / 3 * eval_tokens
     memory = {"weights": 4 * counts["trainable"] + sum(b.nbytes for b in model.buffers()),
               "gradients": 4 * counts["trainable"], "AdamW state": 8 * counts["trainable"]}
-    with torch.device("meta"):  # the probe: 2 layers at the full width, with the input and the head
-        probe = sum(p.numel() for p in GPT(replace(config, n_layer=2)).parameters())
-    if activations and probe <= PROBE_PARAMS:
-        memory |= forward_memory(config, s.batch_size, dtype)
-    return {"config": config, "probe_params": probe if activations and probe > PROBE_PARAMS else None, "params": counts, "flops_per_token": per_token, "steps": s.max_iters,
+    unmeasured = None  # the probe's size, when it is too large to build
+    if activations:
+        with torch.device("meta"):  # the probe: 2 layers at the full width, with the input and the head
+            probe = sum(p.numel() for p in GPT(replace(config, n_layer=2)).parameters())
+        if probe <= PROBE_PARAMS:
+            memory |= forward_memory(config, s.batch_size, dtype)
+        else:
+            unmeasured = probe
+    return {"config": config, "probe_params": unmeasured, "params": counts, "flops_per_token": per_token,
+            "steps": s.max_iters,
             "tokens_per_step": tokens_per_step, "tokens": tokens_per_step * s.max_iters, "flops": flops,
             "eval_share": per_token / 3 * eval_tokens / flops, "dtype": str(dtype)[6:], "micro_batch": s.batch_size,
             "memory": memory, "hours": {f"{n} x {gpu}": flops / (n * GPU_PEAK_BF16[gpu] * MFU) / 3600

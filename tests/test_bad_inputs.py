@@ -175,6 +175,12 @@ def snapshot(root):
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def sft(name):
+    """prepare.py --sft on the world's sft_<name>.jsonl, in the run's tokenizer."""
+    return ["--sft", "--input", f"{{root}}/sft_{name}.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}",
+            "--name", "t"]
+
+
 # (script, arguments with {data} {runs} {root} filled in, what the message must say)
 TRAIN = ["--data_dir={data}", "--dataset=tiny", "--out_dir={runs}/new", *TINY]
 RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "--device=cpu", "--compile=False"]
@@ -350,10 +356,10 @@ CASES = [
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"),
     ("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
-    ("prepare", ["--sft", "--input", "{root}/sft_latin1.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "20 not UTF-8); convert the file to UTF-8"),
-    ("prepare", ["--sft", "--input", "{root}/sft_array.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
-    ("prepare", ["--sft", "--input", "{root}/sft_keys.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "20 no prompt or response); give every row a \"prompt\" and a \"response\" string"),
-    ("prepare", [*["--sft", "--input", "{root}/sft_long.jsonl", "--tokenizer_from", "{data}/tiny", "--out_dir", "{data}", "--name", "t"], "--block_size", "16"], "20 longer than block_size); give a larger --block_size"),
+    ("prepare", sft("latin1"), "20 not UTF-8); convert the file to UTF-8"),
+    ("prepare", sft("array"), "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
+    ("prepare", sft("keys"), "20 no prompt or response); give every row a \"prompt\" and a \"response\" string"),
+    ("prepare", [*sft("long"), "--block_size", "16"], "20 longer than block_size); give a larger --block_size"),
     ("compare", ["--runs_dir", "{data}/tiny", "--seeds", "1", *TRAIN[:2]], "--runs_dir"),  # holds a dataset; give ...
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--tokenizer", "gpt2", "--tokenizer_from",
                  "{data}/tiny"], "so --tokenizer gpt2 would go unused; drop one of them"),

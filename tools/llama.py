@@ -114,7 +114,8 @@ def refuse_another_source(fields, ckpt, args):
     """--check compares a file with the checkpoint it was exported from: another one is named as such,
     with what differs (the shape's settings, else the weights: another seed, step or run)."""
     theirs = ast.literal_eval(fields["tablefree.model_config"])
-    differ = [f"{key} {theirs.get(key)} vs {value}" for key, value in ckpt["model_config"].items() if theirs.get(key) != value]
+    differ = [f"{key} {theirs.get(key)} vs {value}" for key, value in ckpt["model_config"].items()
+              if theirs.get(key) != value]
     ours = weights_id(ckpt)
     if not differ and fields.get("tablefree.weights_crc32", ours) == ours:
         return  # (a file written before the weights' crc32 is compared by its settings alone)
