@@ -14,16 +14,15 @@ from pathlib import Path
 
 import torch
 
-import train
 from model import GPT
-from tablefree.checkpoint import tensors_crc32
-from tablefree.configurator import check_settings, model_config, resolve
+from tablefree.checksum import tensors_crc32
+from tablefree.configurator import check_settings, model_config, resolve, script_settings
 
 
 def main(argv):
     config = argv[0] if argv and not argv[0].startswith("--") else "config/binary.py"
     folder = argv[argv.index("--dir") + 1] if "--dir" in argv else None
-    s = check_settings(resolve(train.DEFAULTS, [config]))
+    s = check_settings(resolve(script_settings("train.py"), [config]))  # train.py's settings, read, not imported
     with torch.device("meta"):
         shapes = {name: p.shape for name, p in GPT(model_config(s, s.vocab_size)).named_parameters()}
     model = {name: torch.empty(shape) for name, shape in shapes.items()}
