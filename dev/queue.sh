@@ -17,22 +17,16 @@ $py -m experiments.keep restore
 (while sleep 300; do $py -m experiments.keep save > /dev/null; done) &
 saver=$!
 trap 'kill $saver; $py -m experiments.keep save' EXIT
-$py prepare.py --dataset shakespeare-plays --quiet                      # the CPU comparison's
-$py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet   # the extension study's
-# Issue 46: the frozen-code paper's pair (learned+tied, frozen+codes) in the CPU comparison (6 runs) and
-# the extension study (6 models at V = 8,192 and their cells at 2,048 new words); every other run of both
-# is kept, so only the pair is trained. Each lane starts with a different experiment and then joins the
-# other's (a run both reach is made by one: experiments/runs.py's claimed). A lane's partial report goes
-# to out-queue/, the whole experiment's to results/.
+$py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet   # the regime study's
+# Issue 55: the frozen-code paper's regime (experiments/regime.py: 13 runs, one of them 4x long, about 23
+# minutes a run-length at 1 thread). Both lanes walk the same list (a run both reach is made by one:
+# experiments/runs.py's claimed); lane a takes the long source first. A lane's partial report goes to
+# out-queue/, the whole study's to results/.
 export OMP_NUM_THREADS=1
-( set -e
-  $py -m experiments.compare --preset cpu
-  $py -m experiments.extension ) > out-queue/lane-a 2>&1 &
+$py -m experiments.regime > out-queue/lane-a 2>&1 &
 lane_a=$!
-sleep 20  # lane a claims its first run before lane b looks
-( set -e
-  $py -m experiments.extension --inputs learned+tied,frozen+codes --results_dir out-queue/extension-b
-  $py -m experiments.compare --preset cpu --results_dir out-queue/compare-b ) > out-queue/lane-b 2>&1 &
+sleep 20  # lane a claims the long source before lane b looks
+$py -m experiments.regime --results_dir out-queue/regime-b > out-queue/lane-b 2>&1 &
 lane_b=$!
 wait $lane_a
 wait $lane_b

@@ -24,8 +24,8 @@ import json
 import statistics
 import sys
 
-from experiments.runs import (ROOT, VARIANTS, claimed, control, finished, is_kind, results_files, run_arguments,
-                              run_dir, run_tool, runs_root, train_run, train_settings)
+from experiments.runs import (ROOT, VARIANTS, cell_report, control, extend, finished, is_kind, results_files,
+                              run_arguments, run_dir, runs_root, train_run, train_settings)
 from experiments.stats import mean_std
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
@@ -50,25 +50,6 @@ def model_cells(kind, cells):
     name, _, variant = kind.partition("+")
     largest = max(cell[0] for cell in cells)
     return [cell for cell in cells if (name == "learned" or cell[1] == "mean") and (not variant or cell[0] == largest)]
-
-
-def cell_report(root, cell, kind, seed):
-    """Where one model's tools/extend.py report for one grid cell is kept."""
-    return root / "extensions" / cell[-1] / f"{kind}-seed{seed}.json"
-
-
-def extend(directory, kind, seed, cell, root, data_dir):
-    """tools/extend.py on one model for one grid cell, or its kept report: the model's row."""
-    report = cell_report(root, cell, kind, seed)
-    m, rows, steps, name = cell
-    with claimed(report):
-        if not report.exists():
-            print(f"== {kind}, seed {seed}: adding {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
-            run_tool("extend", "--ckpt", str(directory), "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps",
-                     str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir,
-                     failed=f"tools/extend.py failed for {name} on {directory} (its error is above); run again: "
-                            "finished cells are kept")
-    return json.loads(report.read_text())["runs"][0]
 
 
 def run_grid(kinds, seeds, cells, root, data_dir):

@@ -125,13 +125,15 @@ def is_kind(kind):  # an input, and a variant this module knows
     return name in INPUTS and (variant == "" or variant in VARIANTS)
 
 
-def run_arguments(settings, kind, seed, root):
+def run_arguments(settings, kind, seed, root, source=None):
     """What one run adds to the shared arguments: its input and seed (affine also draws its A and
     b from it), its variant's settings; 'frozen' derives its codes from its control's run of the
-    same seed (control)."""
+    same seed (control), or from source, a finished run given by the caller."""
     name, _, variant = kind.partition("+")
     args = [f"--input={name}", f"--seed={seed}", f"--code_seed={seed}", *(VARIANTS[variant][0] if variant else [])]
-    if name == "frozen":
+    if name == "frozen" and source:
+        args.append(f"--codes_from={source}")
+    elif name == "frozen":
         source = run_dir(root, control(kind), seed)
         if not finished(source, settings["max_iters"]):
             raise UserError(f"{kind} derives its codes from {source}, which is not finished; "
@@ -248,12 +250,13 @@ def scored(directory, max_iters):
         return {}
 
 
-def evaluated(directory, max_iters, tasks):
+def evaluated(directory, max_iters, tasks, data_dir="data"):
     """tools/evaluate.py's results for tasks on a finished run, scored once and kept in its
-    eval.json (scored again when that file is from another step of the run or lacks a task)."""
+    eval.json (scored again when that file is from another step of the run or lacks a task);
+    data_dir: where the run's dataset is (the held-out tasks' text and train counts)."""
     results = scored(directory, max_iters)
     if set(tasks) - set(results):
-        run_tool("evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks),
+        run_tool("evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks), "--data_dir", str(data_dir),
                  failed=f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
         results = scored(directory, max_iters)
     return results
@@ -265,6 +268,25 @@ def run_tool(name, *args, failed):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     if subprocess.run([sys.executable, "-m", f"tools.{name}", *args], env=env, stdout=subprocess.DEVNULL).returncode:
         raise UserError(failed)
+
+
+def cell_report(root, cell, kind, seed):
+    """Where one model's tools/extend.py report for one grid cell is kept."""
+    return root / "extensions" / cell[-1] / f"{kind}-seed{seed}.json"
+
+
+def extend(directory, kind, seed, cell, root, data_dir):
+    """tools/extend.py on one model for one grid cell, or its kept report: the model's row."""
+    report = cell_report(root, cell, kind, seed)
+    m, rows, steps, name = cell
+    with claimed(report):
+        if not report.exists():
+            print(f"== {kind}, seed {seed}: adding {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
+            run_tool("extend", "--ckpt", str(directory), "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps",
+                     str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir,
+                     failed=f"tools/extend.py failed for {name} on {directory} (its error is above); run again: "
+                            "finished cells are kept")
+    return json.loads(report.read_text())["runs"][0]
 
 
 def probe_tasks(override):
