@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run_dir, runs_root, save_figure, train_run,
+from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run_dir, runs_root, save_figure, train_run, write_results,
                               train_settings)
 from experiments.stats import difference, mean_std
 from model import INPUTS
@@ -132,7 +132,7 @@ def report(command, info, summary, n_words):
     return "\n".join(lines) + "\n"
 
 
-def plot(runs, path):
+def plot(runs, path, command):
     """KJV val bits/byte through fine-tuning (solid) and from scratch (dashed); spelling val loss."""
     plt = pyplot()
     if plt is None:
@@ -145,7 +145,7 @@ def plot(runs, path):
             spell.plot(*zip(*r["spelling_curve"]), color=color, alpha=0.8, label=kind if k == 0 else None)
     kjv.set(xlabel="step", ylabel="KJV val bits/byte", title="fine-tuned (solid) vs from scratch (dashed)")
     spell.set(xlabel="step", ylabel="val loss on held-out words' answers (nats/token)", title="spelling SFT")
-    save_figure(fig, (kjv, spell), path)
+    save_figure(fig, (kjv, spell), path, command)
 
 
 def main(argv=None):
@@ -164,7 +164,7 @@ def main(argv=None):
         require(all(k in INPUTS for k in kinds), "--inputs", args.inputs, f"a comma-separated list of {', '.join(INPUTS)}")
         if "frozen" in kinds and "learned" not in kinds:
             kinds.insert(0, "learned")  # frozen's codes come from it
-        md, js, png = results_files(args.results_dir, "adaptation")
+        md, js, png = results_files(args.results_dir, "adaptation", "adaptation")
         root = runs_root(args.runs_dir)
         prepare_data(args.data_dir, root)
         if args.data_only:
@@ -174,9 +174,8 @@ def main(argv=None):
         command = " ".join(["python -m experiments.adaptation", *argv])
         n_words = runs[kinds[0]][0]["spelling_n"]
         table = report(command, info, summary, n_words)
-        write_atomic(md, table)
-        write_atomic(js, json.dumps({"command": command, "machine": info, "summary": summary, "runs": runs}, indent=2))
-    plot(runs, png)
+        write_results(md, js, command, table, {"machine": info, "summary": summary, "runs": runs})
+    plot(runs, png, command)
     print(table)
 
 

@@ -35,9 +35,11 @@ from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_llama import bench_llama
 from experiments.bench_paper import bench_paper
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
-from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
+from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, require, user_errors,
+                              write_atomic)
 from tablefree.device import machine, measured_on, pick_device, pick_dtype
 
+COMMAND = "python -m experiments.bench"  # the mark its reports carry (common.mark)
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
             "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare, "paper": bench_paper}
 
@@ -65,10 +67,10 @@ def parse_args(argv):
 def main(argv=None):
     with user_errors("bench.py"):
         args = parse_args(argv)
-        md = check_output(args.out, "--out", ours=(b"experiments.bench",))  # before the sections, not after them
-        js = check_output(md.with_suffix(".json"), "--out", ours=(b"experiments.bench",))
-    command = " ".join(["python -m experiments.bench", *(sys.argv[1:] if argv is None else argv)])
-    sections, results = earlier_report(md, js)
+        md = check_output(args.out, "--out", ours=COMMAND)  # before the sections, not after them
+        js = check_output(md.with_suffix(".json"), "--out", ours=COMMAND)
+        sections, results = earlier_report(md, js)
+    command = " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)])
     bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
     for name in bar:
         bar.set_postfix_str(name)
@@ -81,8 +83,8 @@ def main(argv=None):
     order = [*SECTIONS, *(name for name in sections if name not in SECTIONS)]
     report = [*HEADER, *(line for name in order if name in sections for line in (f"## {name}", *sections[name]))]
     with user_errors("bench.py"):
-        write_atomic(md, "\n".join(report))
-        write_atomic(js, json.dumps(results, indent=2))
+        write_atomic(md, markdown(COMMAND, "\n".join(report)))
+        write_atomic(js, json_report(COMMAND, results))
 
 
 HEADER = ["# Benchmarks", "", "Each section names the command, machine and date that measured it; `python -m experiments.bench "
@@ -90,12 +92,9 @@ HEADER = ["# Benchmarks", "", "Each section names the command, machine and date 
 
 
 def earlier_report(md, js):
-    """({section: its lines}, results) of an earlier report at md and js, which a run extends:
-    the sections it does not measure stay as they were."""
-    earlier = md.read_text().splitlines() if md.exists() else HEADER
-    if earlier[:1] != HEADER[:1]:
-        raise UserError(f"{md} is not a report of this benchmark (it does not begin with {HEADER[0]!r}); give --out "
-                        f"a new file or one that bench wrote")
+    """({section: its lines}, results) of an earlier report at md and js (check_output found them
+    ours: the first line is the mark), which a run extends: the sections it does not measure stay."""
+    earlier = md.read_text().splitlines()[1:] if md.exists() else HEADER
     sections, name = {}, None
     for line in earlier:
         if line.startswith("## "):
@@ -107,6 +106,7 @@ def earlier_report(md, js):
         results = json.loads(js.read_text()) if js.exists() else {}
     except ValueError:
         raise UserError(f"{js} is not the JSON this benchmark writes; move it away, or give --out another file") from None
+    results.pop("written_by", None)
     return sections, {**results, "measured": results.get("measured", {})}
 
 

@@ -21,14 +21,13 @@ tied run: the frozen-code paper's model against its control. Each kind is compar
 control (learned, or learned+tied for frozen+codes) and a variant with its input without it.
 """
 
-import json
 import sys
 
 from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, results_files, run_all, run_dir,
-                              runs_root, save_figure, train_settings)
+                              runs_root, save_figure, train_settings, write_results)
 from experiments.stats import summarize
 from model import INPUTS
-from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors
 from tablefree.device import machine, measured_on
 from tablefree.diagnostics import describe_quality
 
@@ -131,7 +130,7 @@ def probe_tables(summary):
     return lines
 
 
-def plot(runs, summary, path):
+def plot(runs, summary, path, command):
     """Validation-loss curves of every run; where logged, the mean norm of the vectors tokens enter
     by (solid) and of the head's rows (dashed); and the layered probe's curves (summarize's means
     over seeds); if matplotlib is installed."""
@@ -155,7 +154,7 @@ def plot(runs, summary, path):
     norms.set(xlabel="step", ylabel="mean L2 norm", title="token inputs (solid) and head rows (dashed)")
     layers.set(xlabel="layer (0: the input)", ylabel="cosine similarity",
                title="pairs close in bytes (solid) and in meaning (dotted)")
-    save_figure(fig, [ax, norms, layers], path)
+    save_figure(fig, [ax, norms, layers], path, command)
 
 
 def main(argv=None):
@@ -181,7 +180,7 @@ def main(argv=None):
         name = args.name or args.preset or "compare"
         train_argv = ([str(ROOT / PRESETS[args.preset])] if args.preset else []) + rest
         base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some
-        md, js, png = results_files(args.results_dir, name)  # and an unwritable results file too
+        md, js, png = results_files(args.results_dir, name, "compare")  # and an unwritable results file too
         root = runs_root(args.runs_dir or f"out-compare/{name}")
         def override(directory):  # the Kronecker input's echo probe also places strings at spare ids
             return directory.name.startswith("kronecker")
@@ -194,10 +193,8 @@ def main(argv=None):
         summary, info = summarize(runs), machine()
         command = " ".join(["python -m experiments.compare", *argv])
         table = report(name, command, info, summary)
-        write_atomic(md, table)
-        write_atomic(js, json.dumps({"command": command, "machine": info, "settings": base,
-                                                           "summary": summary, "runs": runs}, indent=2))
-    plot(runs, summary, png)
+        write_results(md, js, command, table, {"machine": info, "settings": base, "summary": summary, "runs": runs})
+    plot(runs, summary, png, command)
     print(table)
 
 

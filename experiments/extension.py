@@ -20,15 +20,14 @@ an interrupted grid goes on where it stopped.
 """
 
 import itertools
-import json
 import statistics
 import sys
 
 from experiments.runs import (ROOT, VARIANTS, cell_report, control, extend, finished, is_kind, results_files,
-                              run_arguments, run_dir, runs_root, train_run, train_settings)
+                              run_arguments, run_dir, runs_root, train_run, train_settings, write_results)
 from experiments.stats import mean_std
 from model import INPUTS
-from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, require, user_errors
 from tablefree.device import machine, measured_on
 
 BASE = [str(ROOT / "experiments" / "config" / f) for f in ("compare_cpu.py", "scaling_cpu.py")] + ["--dataset=cpu-mix-8k"]
@@ -171,16 +170,14 @@ def main(argv=None):
                          [int(s) for s in args.adapt_steps.split(",")])
         except ValueError:
             raise UserError("--new_tokens and --adapt_steps take comma-separated whole numbers") from None
-        md, js, _ = results_files(args.results_dir, "extension")
+        md, js, _ = results_files(args.results_dir, "extension", "extension")
         made = run_grid(kinds, args.seeds, cells, runs_root(args.runs_dir), args.data_dir)
         done = [(cell, made[cell[-1]]) for cell in cells if made[cell[-1]]]
         summary, info = summarize(done), machine()
         command = " ".join(["python -m experiments.extension", *argv])
         table = report(command, info, summary, kinds)
-        write_atomic(md, table)
-        write_atomic(js, json.dumps({"command": command, "machine": info, "runs": {name: runs for (*_, name), runs in done},
-                                     "summary": {f"{m}-{rows}-{steps}": s for (m, rows, steps), s in summary.items()}},
-                                    indent=2))
+        write_results(md, js, command, table, {"machine": info, "runs": {name: runs for (*_, name), runs in done},
+                                               "summary": {f"{m}-{rows}-{steps}": s for (m, rows, steps), s in summary.items()}})
     print(table)
 
 

@@ -31,9 +31,9 @@ import sys
 from pathlib import Path
 
 from experiments.runs import (ROOT, finished, made_free_first, read_run, results_files, run_dir, run_size, runs_root,
-                              train_run, train_settings)
+                              train_run, train_settings, write_results)
 from experiments.stats import difference, mean_std
-from tablefree.common import ArgumentParser, UserError, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, require, user_errors
 from tablefree.data import read_meta
 from tablefree.device import machine, measured_on
 
@@ -192,7 +192,7 @@ def main(argv=None):
         parts = args.parts.split(",")
         require(set(parts) <= set(PARTS), "--parts", args.parts, f"a comma-separated list of {', '.join(PARTS)}")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
-        md, js, _ = results_files(args.results_dir, "fairness")
+        md, js, _ = results_files(args.results_dir, "fairness", "fairness")
         root, names, base = runs_root(args.runs_dir), chosen(parts), args.base_runs and Path(args.base_runs)
         plan = {name: [[*arguments(name, seed, root, base), *rest] for seed in range(args.seeds)] for name in names}
         settings = {name: train_settings(plan[name][0]) for name in names}  # every run's checked before the first
@@ -215,8 +215,7 @@ def main(argv=None):
         summary, info = summarize(runs, run_flops), machine()
         command = " ".join(["python -m experiments.fairness", *argv])
         table = report(command, info, summary)
-        write_atomic(md, table)
-        write_atomic(js, json.dumps({"command": command, "machine": info, "summary": summary, "runs": runs}, indent=2))
+        write_results(md, js, command, table, {"machine": info, "summary": summary, "runs": runs})
     print(table)
 
 

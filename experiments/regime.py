@@ -30,9 +30,10 @@ import statistics
 import sys
 
 from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, results_files,
-                              run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings)
+                              run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings,
+                              write_results)
 from experiments.stats import gap, mean_std, summarize
-from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors
 from tablefree.device import machine, measured_on
 from tablefree.diagnostics import describe_quality
 
@@ -129,7 +130,7 @@ def summarize_regime(made, source, new_tokens):
 
 
 def report(command, info, summary, params):
-    arms, control = summary["arms"], summary["arms"]["learned+tied"]
+    arms = summary["arms"]
     table_share = params["learned+tied"]["input"] / params["learned+tied"]["trainable"]
     lines = [f"# The frozen-code paper's regime: the tied table {100 * table_share:.0f}% of the model", "",
              measured_on(command, info) + " Mean ± std over seeds; gaps against learned+tied with their standard "
@@ -157,7 +158,6 @@ def report(command, info, summary, params):
     s = summary["source"]
     lines.append(f"- The long source ({LONGER}x the steps, {s['tokens']:,} tokens): val loss {s['val_loss']:.4f}, "
                  f"{s['val_bpb']:.4f} bits/byte.")
-    labels = [label for label, _, _ in summary["buckets"]]
     lines += ["", "Held-out loss (nats) by the target's count in the training split, rarest first (mean over seeds; "
                   "n: held-out targets):", "", "| train count | n | " + " | ".join(ARMS) + " | frozen+codes - control |",
               "|---|---|" + "---|" * (len(ARMS) + 1)]
@@ -176,7 +176,7 @@ def report(command, info, summary, params):
     return "\n".join(lines) + "\n"
 
 
-def plot(made, summary, path):
+def plot(made, summary, path, command):
     plt = pyplot()
     fig, (curves, buckets) = plt.subplots(1, 2, figsize=(12, 4.5))
     for arm in ARMS:
@@ -190,7 +190,7 @@ def plot(made, summary, path):
         buckets.bar([i + k * width for i in range(len(rows))], [losses[arm] or 0 for _, losses in rows], width, label=arm)
     buckets.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))], [label for label, _ in rows])
     buckets.set(xlabel="train count of the target token", ylabel="held-out loss (nats)", title="Loss by frequency")
-    save_figure(fig, (curves, buckets), path)
+    save_figure(fig, (curves, buckets), path, command)
     plt.close(fig)
 
 
@@ -210,18 +210,17 @@ def main(argv=None):
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         train_argv = [*BASE, *(QUICK if args.quick else []), f"--dataset={args.dataset}", f"--data_dir={args.data_dir}"]
         settings = train_settings(train_argv)
-        md, js, png = results_files(args.results_dir, "regime")
+        md, js, png = results_files(args.results_dir, "regime", "regime")
         root, cell = runs_root(args.runs_dir), (args.new_tokens, "mean", 0, f"extend-{args.new_tokens}-mean-0")
         made, source = make_runs(train_argv, settings, args.seeds, root, args.data_dir, cell)
         summary, info = summarize_regime(made, source, args.new_tokens), machine()
         params = {arm: parts(run_dir(root, arm, 0)) for arm in ARMS}
         command = " ".join(["python -m experiments.regime", *argv])
         table = report(command, info, summary, params)
-        write_atomic(md, table)
-        write_atomic(js, json.dumps({"command": command, "machine": info, "params": params, "summary": summary,
-                                     "runs": {arm: [{"run": r, "buckets": b, "extension": e} for r, b, e in rows]
-                                              for arm, rows in made.items()}}, indent=2))
-        plot(made, summary, png)
+        write_results(md, js, command, table, {"machine": info, "params": params, "summary": summary,
+                                               "runs": {arm: [{"run": r, "buckets": b, "extension": e} for r, b, e in rows]
+                                                        for arm, rows in made.items()}})
+        plot(made, summary, png, command)
     print(table)
 
 

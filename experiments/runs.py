@@ -24,7 +24,7 @@ import torch
 
 from model import GPT, INPUTS
 from tablefree.checkpoint import CKPT_NAME, read_log
-from tablefree.common import PNG, UserError, check_output, holds_work
+from tablefree.common import UserError, check_output, holds_work, json_report, markdown, png_metadata, write_atomic
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 from tablefree.cost import flops_per_token
 
@@ -51,18 +51,22 @@ def run_size(settings, vocab_size):
     return flops_per_token(model) * tokens, tokens, model
 
 
-STUDIES = (b"python -m experiments.",)  # in every study's report: the command that wrote it
-
-
-def results_files(folder, name):
-    """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last."""
+def results_files(folder, name, study):
+    """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last:
+    a file there is replaced only when the study (its module's name) wrote it (common.mark)."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write to --results_dir {folder}: {e.strerror}") from None
-    return [check_output(folder / f"{name}{ext}", "--results_dir or --name", ours=ours)
-            for ext, ours in ((".md", STUDIES), (".json", STUDIES), (".png", PNG))]
+    return [check_output(folder / f"{name}{ext}", "--results_dir or --name", ours=f"python -m experiments.{study}")
+            for ext in (".md", ".json", ".png")]
+
+
+def write_results(md, js, command, table, data, **dumps):
+    """A study's report (Markdown) and its numbers (JSON: json.dumps with dumps), each marked as command's."""
+    write_atomic(md, markdown(command, table))
+    write_atomic(js, json_report(command, {"command": command, **data}, **dumps))
 
 
 def launcher(nproc_per_node):
@@ -313,10 +317,15 @@ def probe_run(directory, max_iters, override=False):
             "layers": {c: g["cosine_by_layer"] for c, g in results["layers"]["by_category"].items()}}
 
 
-def save_figure(fig, axes, path):
-    """Each of axes with its legend and a light grid, then fig written to path."""
+def save_figure(fig, axes, path, command):
+    """Each of axes with its legend and a light grid, then fig written to path (write_figure)."""
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure(fig, path, command)
+
+
+def write_figure(fig, path, command):
+    """fig as a PNG at path, atomically, marked as command's."""
+    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=120, metadata=png_metadata(command)))

@@ -21,16 +21,16 @@ three points and an extrapolation over five and a half decades they say which wa
 points, not what the papers' gap is.
 """
 
-import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from experiments.runs import (ROOT, finished, results_files, run_all, run_dir, run_size, runs_root, train_settings)
+from experiments.runs import (ROOT, finished, results_files, run_all, run_dir, run_size, runs_root, train_settings,
+                              write_figure, write_results)
 from experiments.stats import gap, summarize
-from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors
 from tablefree.cost import param_counts
 from tablefree.data import read_meta
 from tablefree.device import machine, measured_on
@@ -177,7 +177,7 @@ def report(command, info, rows, fits, papers, base_files):
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, path):
+def plot(rows, path, command):
     """The gap against compute, against the table's share of parameters (each axis a line through
     the base point) and against the learning rate (a sweep at one compute, so a panel of its own),
     if matplotlib is installed."""
@@ -208,7 +208,7 @@ def plot(rows, path):
         ax.legend(fontsize=7)
     fig.suptitle("fixed code minus learned table, ± 2 standard errors (each axis through the base point)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure(fig, path, command)
 
 
 def main(argv=None):
@@ -230,7 +230,7 @@ def main(argv=None):
         train_argv = [f if Path(f).exists() else str(ROOT / f) for f in args.base.split(",")] + rest
         base = train_settings(train_argv)
         root = runs_root(args.runs_dir or f"out-compare/{args.name}")
-        md, js, png = results_files(args.results_dir, args.name)
+        md, js, png = results_files(args.results_dir, args.name, "scaling")
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []
         for name in names:
@@ -258,12 +258,9 @@ def main(argv=None):
         fits = analyse(rows, papers)
         command, info = " ".join(["python -m experiments.scaling", *argv]), machine()
         table = report(command, info, rows, fits, papers, args.base)
-        write_atomic(md, table)
-        write_atomic(js, json.dumps({"command": command, "machine": info, "base": base,
-                                                                "points": {n: POINTS[n][:2] for n in names},
-                                                                "rows": rows, "fits": fits, "papers_compute": papers},
-                                                               indent=2, default=str))
-    plot(rows, png)
+        write_results(md, js, command, table, {"machine": info, "base": base, "points": {n: POINTS[n][:2] for n in names},
+                                               "rows": rows, "fits": fits, "papers_compute": papers}, default=str)
+    plot(rows, png, command)
     print(table)
 
 

@@ -8,7 +8,9 @@ import argparse
 import ctypes
 import errno
 import fnmatch
+import json
 import os
+import re
 import shutil
 import sys
 from contextlib import contextmanager, suppress
@@ -131,14 +133,42 @@ DATASET_FILES = ("meta.json", "tokenizer.tiktoken", "train*.bin", "val*.bin", "c
 MARKS = {"ckpt.pt": "a run", "log.jsonl": "a run", "meta.json": "a dataset"}
 
 
-PNG = (b"matplotlib.org",)  # the mark of a figure our commands draw: matplotlib's name in its metadata
+def mark(command):
+    """What every report of `command` ("python -m tools.extend ...") starts with, in a place our
+    writer owns and a person does not type: a Markdown report's first line, a JSON report's first
+    key, a PNG's Software field (the first chunk after its header). check_output replaces a file
+    only when it starts with the mark of the command writing it."""
+    return f"tablefree: {command}"
+
+
+def markdown(command, text):
+    return f"<!-- written by {mark(command)} -->\n{text}"
+
+
+def json_report(command, data, indent=2, **dumps):
+    return json.dumps({"written_by": mark(command), **data}, indent=indent, **dumps)
+
+
+def png_metadata(command):
+    return {"Software": mark(command)}  # matplotlib writes it as the chunk after IHDR
 
 
 def written_by(path, ours):
-    """Whether the file at path holds one of the byte strings ours in its first megabyte."""
+    """Whether the file at path starts with ours: a format's magic bytes, a pattern of its first
+    4 KB (a binary header that names us), a command whose mark (mark) a report of path's kind
+    (.md, .json, .jsonl, .png) starts with, or a tuple of those (any one)."""
     with open(path, "rb") as f:
-        head = f.read(1 << 20)
-    return any(mark in head for mark in ours)
+        head = f.read(4096)
+    if isinstance(ours, tuple):
+        return any(written_by(path, one) for one in ours)
+    if isinstance(ours, bytes):
+        return head.startswith(ours)
+    if isinstance(ours, re.Pattern):
+        return ours.match(head) is not None
+    name = re.escape(mark(ours).encode())
+    start = {".md": rb"<!-- written by ", ".json": rb'\{\s*"written_by": "', ".jsonl": rb'\{"written_by": "',
+             ".png": rb"\x89PNG\r\n\x1a\n.{25}.{4}tEXtSoftware\x00"}.get(Path(path).suffix.lower())
+    return start is not None and re.match(start + name, head, re.S) is not None
 
 
 def holds_work(folder):
@@ -151,9 +181,9 @@ def check_output(path, flag, own=None, ours=None):
 
     own=None: path is one file the command replaces. Refused: a folder; a file a run or a dataset
     needs (a checkpoint, a log, a config.json in a run's folder, a dataset's bins, tokenizer or
-    meta.json); a file in a missing or read-only folder; an existing file without any of the
-    byte strings `ours` in its first megabyte (what this command's own files hold: its name in a
-    report, a format's mark), which is the user's. own: path is a folder the command replaces
+    meta.json); a file in a missing or read-only folder; an existing file that does not start
+    with `ours` (written_by: a format's magic bytes, or the command whose mark its reports start
+    with), which is the user's or another command's. own: path is a folder the command replaces
     whole, and own the names (fnmatch patterns) of the files it writes there. Refused besides: a
     file; a folder holding any other file (a run, a dataset, the user's own)."""
     path = Path(path)

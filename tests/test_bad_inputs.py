@@ -30,13 +30,14 @@ from experiments import bench, compare
 from model import GPT, GPTConfig
 from tablefree.checkpoint import save_checkpoint
 from tablefree.checksum import tensors_sha256
+from tablefree.common import pyplot
 from tablefree.configurator import resolve
 from tablefree.packed import packed_ternary
-from tools import evaluate, export, extend, llama
+from tools import evaluate, export, extend, llama, plot
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {"prepare": prepare, "train": train, "sample": sample, "evaluate": evaluate, "compare": compare, "extend": extend,
-           "export": export, "bench": bench, "llama": llama}
+           "export": export, "bench": bench, "llama": llama, "plot": plot}
 
 
 def command(script):
@@ -116,6 +117,13 @@ def world(data_dir, tmp_path_factory):
         (root / f"sft_{name}.jsonl").write_bytes(rows)
     for name in ("notes.json", "notes.md", "notes.pt", "notes.gguf"):  # the user's own files, any name
         (root / name).write_text("my own notes\n")
+    quoted = "My notes: `python -m tools.evaluate`, `python -m tools.extend`, `python -m experiments.compare`.\n"
+    for name in ("quoted.md", "quoted.json", "README.md"):  # the user's notes that quote our commands
+        (root / name).write_text(quoted)
+    plt = pyplot()
+    fig = plt.figure()
+    fig.savefig(root / "figure.png")  # the user's own figure: matplotlib's name in it, not our mark
+    plt.close(fig)
     (root / "fake.gguf").write_bytes(b"GGUF" + bytes(60))  # the magic of a GGUF file, as given to sample.py
     (root / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
     (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
@@ -356,6 +364,14 @@ CASES = [
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"),
     ("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
+    # the user's notes that quote a command, the user's own matplotlib figure: still the user's
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/quoted.json"],
+     "quoted.json exists and this command did not write it"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "quoted"], "quoted.md exists and this"),
+    ("compare", ["--results_dir", "{root}", "--name", "README", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "README.md exists and this command did not write it"),
+    ("bench", ["--out", "{root}/quoted.md"], "quoted.md exists and this command did not write it"),
+    ("plot", ["{runs}/good", "--out", "{root}/figure.png"], "figure.png exists and this command did not write it"),
     ("prepare", sft("latin1"), "20 not UTF-8); convert the file to UTF-8"),
     ("prepare", sft("array"), "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
     ("prepare", sft("keys"), "20 no prompt or response); give every row a \"prompt\" and a \"response\" string"),

@@ -23,6 +23,7 @@ line each to <out>-answers.jsonl beside it, from which each figure can be recomp
 """
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
-from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
+from tablefree.common import (ArgumentParser, UserError, check_output, json_report, require, user_errors,
+                              write_atomic)
 from tablefree.data import checkpoint_dataset, open_masks, open_split, split_ids, token_counts
 from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding
@@ -40,6 +42,10 @@ from tools.scoring import (benchmark_requests, next_token_shift, run_benchmark, 
                            token_losses)
 from tools.tasks import TASKS, default_data, load_probe_set
 
+COMMAND = "python -m tools.evaluate"  # the mark its reports carry (common.mark)
+# What its reports and answers started with before they carried the mark (2026-12-04): kept, so an older
+# run's eval.json can be scored again. A JSON report's first two keys, an answers line's first key.
+LEGACY = (re.compile(rb'\{\n  "checkpoint": "[^"\n]*",\n  "iter_num": '), re.compile(rb'\{"task": "[a-z_]+", '))
 TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
 PROBE_SETS = ("spelling", "echo", "echo_override", "layers")  # the committed probe_sets/ (override: Kronecker)
 OWN_TASKS = (*TEXT_TASKS, *PROBE_SETS, "sft")  # sft: the val examples of prompt/response data (prepare.py --sft)
@@ -197,8 +203,8 @@ def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
     out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out",
-                       ours=(b"tools.evaluate",))
-    check_output(answers_path(out), "--out", ours=(b'{"task": ',))
+                       ours=(COMMAND, *LEGACY))
+    check_output(answers_path(out), "--out", ours=(COMMAND, *LEGACY))
     ckpt = load_checkpoint(path, "cpu")
     model = build_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])
@@ -212,9 +218,9 @@ def evaluate(args):
     report |= {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
     answers = {task: r.pop("answers") for task, r in results.items() if "answers" in r}
     if answers:
-        write_atomic(answers_path(out), "".join(json.dumps({"task": task, **a}) + "\n" for task, items in answers.items()
-                                                for a in items))
-    write_atomic(out, json.dumps(report, indent=2))
+        write_atomic(answers_path(out), "".join([json_report(COMMAND, {}, indent=None) + "\n"] + [
+            json.dumps({"task": task, **a}) + "\n" for task, items in answers.items() for a in items]))
+    write_atomic(out, json_report(COMMAND, report))
     print("\n".join(table(results)))
     print(f"wrote {out}", file=sys.stderr)
     return report

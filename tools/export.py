@@ -24,6 +24,7 @@ it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 wei
 multiply in integers (ternary.PackedTernaryLinear: at 2 bits in the C kernel, tablefree/kernel.py, or as int8).
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -34,6 +35,11 @@ from tablefree.common import ArgumentParser, UserError, check_output, user_error
 from tablefree.packed import FORMAT, packed_ternary
 from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
 from tools.hf import export_hf
+
+# What an earlier export of each file format starts with: torch.save's zip whose first entry, the
+# pickle, names our format; a GGUF header whose first keys name our input.
+OURS = {"ternary": re.compile(rb"PK\x03\x04.{0,1000}?" + FORMAT.encode(), re.S),
+        "gguf": re.compile(rb"GGUF.{0,3000}?tablefree\.input", re.S)}
 
 
 def main(argv=None):
@@ -58,7 +64,7 @@ def main(argv=None):
         if fmt == "hf":
             export_hf(model, ckpt, out)
         else:
-            check_output(out, "--out", ours=(FORMAT.encode() if fmt == "ternary" else b"tablefree.input",))
+            check_output(out, "--out", ours=OURS[fmt])
         if fmt == "gguf":
             write_gguf(model, ckpt, out, gguf_type)
         elif fmt == "ternary":

@@ -32,7 +32,6 @@ over seeds per input.
 """
 
 import heapq
-import json
 import statistics
 import sys
 import time
@@ -44,7 +43,8 @@ import regex
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
-from tablefree.common import ArgumentParser, UserError, check_output, require, user_errors, write_atomic
+from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, require, user_errors,
+                              write_atomic)
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.extension import add_tokens
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
@@ -273,8 +273,8 @@ def main(argv=None):
         require(args.name.strip() and "/" not in args.name, "--name", args.name,
                 "a file name (<results_dir>/<name>.md), not empty and without '/'")
         folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
-        results = check_output(Path(folder) / f"{args.name}.md", "--results_dir", ours=(b"tools.extend",))
-        check_output(results.with_suffix(".json"), "--results_dir", ours=(b"tools.extend",))
+        results = check_output(Path(folder) / f"{args.name}.md", "--results_dir", ours="python -m tools.extend")
+        check_output(results.with_suffix(".json"), "--results_dir", ours="python -m tools.extend")
         rows = []
         for ckpt in args.ckpt:
             rows.append(extend_run(find_checkpoint(ckpt), args))
@@ -282,9 +282,9 @@ def main(argv=None):
             print(f"{ckpt} ({r['input']}): {r['before']['bpb']:.4f} -> {r['after']['bpb']:.4f} bits/byte "
                   f"({100 * r['bpb_change']:+.2f}%)", file=sys.stderr, flush=True)
         command = " ".join(["python -m tools.extend", *argv])
-        write_atomic(results, report(command, rows, args))
-        write_atomic(results.with_suffix(".json"), json.dumps({"command": command, "runs": rows}, indent=2))
-    print(results.read_text())
+        write_atomic(results, markdown(command, report(command, rows, args)))
+        write_atomic(results.with_suffix(".json"), json_report(command, {"command": command, "runs": rows}))
+    print(report(command, rows, args))
 
 
 if __name__ == "__main__":

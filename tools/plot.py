@@ -11,7 +11,9 @@ matplotlib is an optional requirement (requirements-extras.txt).
 from pathlib import Path
 
 from tablefree.checkpoint import read_log
-from tablefree.common import PNG, ArgumentParser, UserError, check_output, pyplot, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, png_metadata, pyplot, user_errors, write_atomic
+
+COMMAND = "python -m tools.plot"  # the mark its figures carry (common.mark)
 
 
 def curves(records):
@@ -34,7 +36,7 @@ def plot(runs, out):
     ax.set(xlabel="step", ylabel="loss (nats per token)", title="validation (points) and training (faint) loss")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    write_atomic(out, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight"))
+    write_atomic(out, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight", metadata=png_metadata(COMMAND)))
     plt.close(fig)
 
 
@@ -49,7 +51,7 @@ def main(argv=None):
             if not (run / "log.jsonl").is_file():
                 raise UserError(f"{run} has no log.jsonl; give run directories train.py wrote")
             runs[str(run)] = read_log(run / "log.jsonl")
-        out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out", ours=PNG)
+        out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out", ours=COMMAND)
         plot(runs, out)
         print(f"wrote {out}")
 
