@@ -210,6 +210,7 @@ def train(settings, given=None):
                                      "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
                                      "tokenizer": data.tokenizer, "code_quality": code_quality,
                                      "finetuned_from": start.finetuned_from}, s.out_dir)
+                    run_dir.saved()
                     saved_at = iter_num
                 t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
             if iter_num >= s.max_iters or s.eval_only:
@@ -241,6 +242,8 @@ def train(settings, given=None):
                     f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else "")
                     + (f", peak {gpu_gb:.1f} GB" if gpu_gb else "")
                     + f", eta {duration(dt * (s.max_iters - iter_num) / 3600)}")  # training steps left
+        if run_dir:
+            run_dir.saved()  # the run ended well: a resume that never saved writes its log now
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
         raise UserError(interrupted(iter_num, s.out_dir)) from None
     finally:

@@ -60,10 +60,11 @@ def read_log(path):
 class RunDir:
     """A run directory's config.json and log.jsonl, and the lock that makes its run the only writer.
 
-    A new run writes config.json at once. A resumed one changes nothing until it first appends to
-    the log, which comes after its first good step: then it writes its config.json and cuts the log
-    back to the checkpoint's step (lines an interrupted run wrote after it), so a resume that fails
-    or is refused leaves the run as it was. The lock (flock on the folder itself: no file to leave
+    A new run writes config.json at once. A resumed one changes nothing until its first checkpoint
+    is saved (or it ends without one): its log lines wait in memory, then it writes its config.json,
+    cuts the log back to the checkpoint's step (lines an interrupted run wrote after it) and appends
+    them. So a resume that fails or is refused before its first save leaves the run byte for byte as
+    it was; the lines it loses are the ones a resume would cut anyway. The lock (flock on the folder itself: no file to leave
     behind, and the kernel releases it when the process ends, however it ends) refuses a second
     train.py in the same folder."""
 
@@ -79,7 +80,7 @@ class RunDir:
         except OSError:
             raise UserError(f"another train.py is writing to {out}; wait for it to finish (or stop it), or give "
                             f"this run another --out_dir") from None
-        self.started = False
+        self.started, self.pending = False, []
         if not resumed:
             self.start()
 
@@ -92,9 +93,17 @@ class RunDir:
         self.started = True
 
     def append(self, record):
+        if self.started:
+            append_line(self.out / "log.jsonl", json.dumps(record))
+        else:
+            self.pending.append(record)
+
+    def saved(self):
+        """A checkpoint is saved (or the run ended well): a resumed run writes what it held back."""
         if not self.started:
             self.start()
-        append_line(self.out / "log.jsonl", json.dumps(record))
+            for record in self.pending:
+                self.append(record)
 
     def close(self):
         """Release the lock (the run is over, or this process goes on to other work)."""

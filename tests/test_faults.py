@@ -218,16 +218,19 @@ def run_files(out_dir):
 
 
 @pytest.mark.parametrize("step", [4, 5])  # its first new step, and the second
-def test_a_resume_that_fails_at_its_first_steps_leaves_the_run_byte_for_byte(data_dir, tmp_path, monkeypatch, step):
-    """issue 45: the resume's new recipe (here a learning rate of 1e30) is saved only with a checkpoint
-    that trained under it; a resume stopped at its first step (4) or second (5) writes nothing: no
-    checkpoint, no config.json, no log line removed or added (log_interval 100: no line before step 8)."""
+@pytest.mark.parametrize("log_interval", [100, 1])  # no log line before the failure, or one a step
+def test_a_resume_that_fails_at_its_first_steps_leaves_the_run_byte_for_byte(data_dir, tmp_path, monkeypatch, step,
+                                                                             log_interval):
+    """issues 45 and 54: the resume's new recipe (here a learning rate of 1e30) is saved only with a
+    checkpoint that trained under it; a resume stopped at its first step (4) or second (5) writes
+    nothing: no checkpoint, no config.json, no log line removed or added, even when it logged a
+    step before failing (its lines wait for its first save)."""
     run_in_process(data_dir, tmp_path, "--max_iters=4", "--log_interval=100")
     (tmp_path / "log.jsonl").open("a").write(json.dumps({"iter": 5, "loss": 0.0}) + "\n")  # after the checkpoint
     before, rate = run_files(tmp_path), load_checkpoint(tmp_path)["settings"]["learning_rate"]
     PoisonAt(monkeypatch, step=step - 4)  # counts this process's steps
     with pytest.raises(UserError, match=f"training loss is nan at step {step}"):
-        run_in_process(data_dir, tmp_path, "--init_from=resume", "--learning_rate=1e30", "--log_interval=100")
+        run_in_process(data_dir, tmp_path, "--init_from=resume", "--learning_rate=1e30", f"--log_interval={log_interval}")
     assert run_files(tmp_path) == before
     monkeypatch.undo()
     run_in_process(data_dir, tmp_path, "--init_from=resume", "--max_iters=8", "--log_interval=100")
