@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from model import GPT
-from tablefree.checksum import tensors_crc32
+from tablefree.checksum import state_crc32
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 
 
@@ -31,7 +31,7 @@ def main(argv):
     state = {"model": model, "optimizer": {"state": adam, "param_groups": []}}
     gb = sum(4 * t.numel() for t in model.values()) * 3 / 1e9
     t0 = time.perf_counter()
-    tensors_crc32(state)
+    state_crc32(state)
     crc_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         t0 = time.perf_counter()

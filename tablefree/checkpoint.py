@@ -22,7 +22,7 @@ import torch
 
 from model import GPT, GPTConfig
 from tablefree import kernel
-from tablefree.checksum import tensors_crc32, tensors_sha256
+from tablefree.checksum import state_crc32, tensors_sha256
 from tablefree.common import UserError, append_line, holds_work, write_atomic
 from tablefree.configurator import MODEL_KEYS
 from tablefree.packed import build_packed
@@ -32,8 +32,9 @@ CKPT_NAME = "ckpt.pt"
 
 def save_checkpoint(state, out_dir):
     """Write state to out_dir/ckpt.pt atomically (the old file stays until the new one is whole),
-    with the crc32 of its tensors."""
-    state = {**state, "crc32": tensors_crc32(state)}
+    with the crc32 of everything in it (checksum.state_crc32), marked as covering everything."""
+    state = {**state, "crc32_covers": "everything"}
+    state["crc32"] = state_crc32(state)
     write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
 
 
@@ -162,12 +163,16 @@ def unloadable(path, error, flag):
 
 
 def verify(ckpt, path):
-    """Refuse a checkpoint whose tensors changed since they were saved (its crc32; a packed file's
-    sha256) or that holds a nan or inf weight, from which no sampling, evaluation or export can come."""
+    """Refuse a checkpoint whose contents changed since they were saved (its crc32 over everything in
+    it, or over its tensors alone before 2026-12-04; a packed file's sha256) or that holds a nan or
+    inf weight, from which no sampling, evaluation or export can come."""
     saved_crc = ckpt.pop("crc32", None)  # None: a checkpoint saved before checkpoints had one
-    if saved_crc is not None and tensors_crc32(ckpt) != saved_crc:
-        raise UserError(f"{path} is damaged: its tensors are not the ones it was saved with (crc32 differs); "
+    everything = ckpt.get("crc32_covers") == "everything"
+    if saved_crc is not None and state_crc32(ckpt, everything) != saved_crc:
+        what = "contents (weights, settings or tokenizer)" if everything else "tensors"
+        raise UserError(f"{path} is damaged: its {what} are not the ones it was saved with (crc32 differs); "
                         f"restore it from a copy, or train again")
+    ckpt.pop("crc32_covers", None)
     if "ternary" in ckpt and "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"]) != ckpt["sha256"]:
         raise UserError(f"{path} is damaged: the packed file's weights are not the ones it was written with "
                         f"(sha256 differs); export it again from its checkpoint")

@@ -28,14 +28,19 @@ def raw_bytes(tensor):
     return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
 
 
-def tensors_crc32(state):
-    """crc32 of every tensor in a checkpoint (weights, optimizer state, ...) with its path, dtype
-    and shape, in the dicts' order (torch.load keeps it). About 2 GB/s on one core: 2.8 s for the
-    papers' 32-layer shape with its AdamW state, 5.6 GB (dev/checksum_cost.py, docs/training.md)."""
+def state_crc32(state, everything=True):
+    """crc32 of a checkpoint: every tensor (weights, optimizer state, ...) with its path, dtype and
+    shape, and (everything) every other value with its path and repr (the settings, the tokenizer,
+    the step), in the dicts' order (torch.load keeps it). About 2 GB/s on one core: 2.8 s for the
+    papers' 32-layer shape with its AdamW state, 5.6 GB (dev/checksum_cost.py, docs/training.md).
+    everything=False: the tensors alone, as checkpoints saved before 2026-12-04 recorded it."""
     crc = 0
-    for path, tensor in tensors_of(state):
-        crc = zlib.crc32(f"{path} {tensor.dtype} {tuple(tensor.shape)}".encode(), crc)
-        crc = zlib.crc32(raw_bytes(tensor), crc)
+    for path, value in leaves_of(state):
+        if isinstance(value, torch.Tensor):
+            crc = zlib.crc32(f"{path} {value.dtype} {tuple(value.shape)}".encode(), crc)
+            crc = zlib.crc32(raw_bytes(value), crc)
+        elif everything:
+            crc = zlib.crc32(f"{path}={value!r}".encode(), crc)
     return crc
 
 
@@ -44,16 +49,16 @@ def weights_id(ckpt):
     what a GGUF file records, so tools.llama --check can tell the run it came from."""
     if "source_crc32" in ckpt:
         return ckpt["source_crc32"]
-    return tensors_crc32(ckpt.get("model", {}))
+    return state_crc32(ckpt.get("model", {}))  # tensors only: the same number as before 2026-12-04
 
 
-def tensors_of(value, path=""):
-    """(path, tensor) for every tensor in nested dicts and lists, depth first."""
-    if isinstance(value, torch.Tensor):
-        yield path, value
-    elif isinstance(value, dict):
+def leaves_of(value, path=""):
+    """(path, value) for every tensor and every other leaf in nested dicts and lists, depth first."""
+    if isinstance(value, dict):
         for key, item in value.items():
-            yield from tensors_of(item, f"{path}/{key}")
+            yield from leaves_of(item, f"{path}/{key}")
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from tensors_of(item, f"{path}/{index}")
+            yield from leaves_of(item, f"{path}/{index}")
+    else:
+        yield path, value

@@ -8,6 +8,7 @@ import pytest
 from experiments import bench
 from experiments.bench_train import SHAPES, shapes
 from model import INPUTS
+from tablefree.common import markdown
 
 
 @pytest.mark.slow  # every section of the benchmark: two minutes
@@ -53,8 +54,8 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
 
 def test_a_section_measured_again_replaces_only_itself(tmp_path):
     out = tmp_path / "B.md"
-    out.write_text("# Benchmarks\n\n`python -m experiments.bench --sections NAME` measures one again\n\n## train\n\n"
-                   "kept as it was\n\n## prepare\n\nan old measurement\n")
+    out.write_text(markdown("python -m experiments.bench", "# Benchmarks\n\n`python -m experiments.bench --sections NAME` "
+                            "measures one again\n\n## train\n\nkept as it was\n\n## prepare\n\nan old measurement\n"))
     bench.main(["--quick", "--sections", "generate", "--out", str(out)])
     report = out.read_text()
     assert "## train\n\nkept as it was" in report and "an old measurement" in report

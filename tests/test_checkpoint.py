@@ -8,7 +8,7 @@ import torch
 from conftest import flip_tensor_byte
 from model import GPT, GPTConfig
 from tablefree.checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
-from tablefree.checksum import tensors_crc32
+from tablefree.checksum import state_crc32
 from tablefree.common import UserError
 
 
@@ -74,13 +74,13 @@ def test_a_flipped_byte_inside_a_tensor_is_a_one_line_error_naming_the_file(tmp_
 
 def test_the_checksum_covers_every_tensor_and_where_it_sits(tmp_path):
     state = {"model": {"a": torch.arange(6.0)}, "optimizer": {"state": {0: {"exp_avg": torch.zeros(2, 3)}}}}
-    crc = tensors_crc32(state)
-    assert crc == tensors_crc32({**state})  # a function of the contents only
+    crc = state_crc32(state)
+    assert crc == state_crc32({**state})  # a function of the contents only
     state["optimizer"]["state"][0]["exp_avg"][1, 2] = 1e-30  # the optimizer's state counts too
-    assert tensors_crc32(state) != crc
+    assert state_crc32(state) != crc
     moved = {"model": {"b": torch.arange(6.0)}, "optimizer": {"state": {0: {"exp_avg": torch.zeros(2, 3)}}}}
     reshaped = {"model": {"a": torch.arange(6.0).reshape(2, 3)}, "optimizer": moved["optimizer"]}
-    assert len({crc, tensors_crc32(moved), tensors_crc32(reshaped)}) == 3  # the name and the shape count
+    assert len({crc, state_crc32(moved), state_crc32(reshaped)}) == 3  # the name and the shape count
 
 
 def test_non_finite_weights_are_refused_and_an_old_checkpoint_without_a_checksum_loads(tmp_path):
@@ -95,3 +95,25 @@ def test_non_finite_weights_are_refused_and_an_old_checkpoint_without_a_checksum
     (tmp_path / "old").mkdir()
     torch.save({**state, "tokenizer": {}}, tmp_path / "old" / "ckpt.pt")  # no crc32: from before checksums
     assert torch.equal(load_checkpoint(tmp_path / "old")["model"]["h.0.mlp.c_fc.weight"][3, 4], torch.tensor(0.5))
+
+
+@pytest.mark.parametrize("change", ["settings", "tokenizer", "covers"])
+def test_the_checksum_covers_the_settings_and_the_tokenizer_too(tmp_path, change):
+    """issue 54: a value changed anywhere in the pickle (a setting, the stored tokenizer; or the mark
+    that says what the crc covers) is refused, not sampled from; a checkpoint from before the
+    checksum covered everything (its tensors' crc32 only) still loads."""
+    saved_model(tmp_path)
+    raw = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    if change == "settings":
+        raw["settings"] = {**raw.get("settings", {}), "rope_base": 10001.0}
+    elif change == "tokenizer":
+        raw["tokenizer"] = {**raw["tokenizer"], "eot_id": 1}
+    else:
+        raw["crc32_covers"] = "tensors"
+    torch.save(raw, tmp_path / "ckpt.pt")
+    with pytest.raises(UserError, match="is damaged: its .*are not the ones it was saved with"):
+        load_checkpoint(tmp_path)
+    del raw["crc32_covers"]
+    raw["crc32"] = state_crc32(raw, everything=False)  # as saved before 2026-12-04
+    torch.save(raw, tmp_path / "ckpt.pt")
+    assert "crc32" not in load_checkpoint(tmp_path)

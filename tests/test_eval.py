@@ -319,7 +319,8 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     assert results["spelling"]["n"] == 110 and len(results["spelling"]["by_category"]) == 11
     assert 0 <= results["spelling"]["top1_agreement"] <= 1 and results["spelling"]["kl"] >= 0
     assert results["echo"]["n"] == 30 and set(results["echo"]["by_category"]) == {"invented_name", "misspelt_word"}
-    answers = [json.loads(line) for line in (run / "eval-answers.jsonl").read_text().splitlines()]
+    mark, *answers = [json.loads(line) for line in (run / "eval-answers.jsonl").read_text().splitlines()]
+    assert mark == {"written_by": "tablefree: python -m tools.evaluate"} and report["written_by"] == mark["written_by"]
     for task, key, metric in [("hellaswag", "correct", "acc"), ("hellaswag", "correct_norm", "acc_norm"),
                               ("arc_easy", "correct", "acc"), ("lambada", "correct", "acc"),
                               ("spelling", "top1_agreement", "top1_agreement"), ("echo", "echoed", "echo_rate")]:
