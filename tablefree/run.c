@@ -17,8 +17,11 @@
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
               [--seed S] [--stop ID] [--logits FILE] [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
-   line of timing and memory to stderr at the end. Every error is one line on stderr, exit status 1. */
+   line of timing and memory to stderr at the end. Every error is one line on stderr, exit status 1:
+   every number on the command line is parsed whole and bounded, and every size in the file is checked
+   against the file (its checksum covers the header and the directory too) before anything is read. */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,10 +41,12 @@ static void die(const char *what, const char *detail) {
 // The file: "TFRUN" magic, version, the config, the directory, the tensors (64-byte aligned)
 
 #define MAGIC "TFRUN\0\0\0"
-#define VERSION 1
+#define VERSION 2      /* 2: the checksum covers the whole file (1: the payload only) */
+#define SUM_WORD 10    /* the checksum's own uint64 word (offset 80), counted as zero */
 enum { LEARNED, BINARY, AFFINE, KRONECKER, FROZEN };  /* input kinds, in model.INPUTS' order */
 enum { UNTIED, TIED, CODES };                          /* head kinds, in runtime.HEADS' order */
 #define MAX_BITS 4096                                  /* K or D: a code's bits */
+#define MAX_NEW (1 << 24)                              /* --max_new_tokens: the ids buffer stays under 64 MB */
 
 typedef struct {  /* runtime.py's CONFIG fields, all int32 but rope_base */
     int32_t n_layer, n_head, n_embd, hidden, vocab, block_size, input, head, bits, interleave, pm1, pos_dim,
@@ -62,11 +67,17 @@ typedef struct {
     int n_entries;
 } File;
 
-/* runtime.py's checksum: sum_i w_i (2 i + 1) mod 2^64 over the payload's uint64 words. */
+/* runtime.py's checksum: sum_i w_i (2 i + 1) mod 2^64 over the file's uint64 words, its own word as 0. */
 static uint64_t checksum(const uint8_t *p, size_t n) {
     uint64_t h = 0, w;
     for (size_t i = 0; i < n / 8; i++) memcpy(&w, p + 8 * i, 8), h += w * (2 * i + 1);
     return h;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) die("out of memory", NULL);
+    return p;
 }
 
 static void open_file(File *f, const char *path) {
@@ -74,7 +85,7 @@ static void open_file(File *f, const char *path) {
     struct stat st;
     if (fd < 0 || fstat(fd, &st)) die("cannot open ", path);
     f->size = st.st_size;
-    if (f->size < 64) die("not a tablefree runtime file (too short): ", path);
+    if (f->size < 128) die("not a tablefree runtime file (too short): ", path);
     f->data = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f->data == MAP_FAILED) die("cannot map ", path);
@@ -86,20 +97,27 @@ static void open_file(File *f, const char *path) {
     memcpy(&payload, f->data + 16 + sizeof(Config), 8);
     memcpy(&sum, f->data + 24 + sizeof(Config), 8);
     f->n_entries = *(const int32_t *)(f->data + 32 + sizeof(Config));
-    size_t start = 64 + sizeof(Config) + (size_t)f->n_entries * sizeof(Entry);
-    start = (start + 63) / 64 * 64;
-    if (f->n_entries < 1 || f->n_entries > 100000 || start + payload != f->size)
+    if (f->n_entries < 1 || f->n_entries > 100000)
+        die("the runtime file is damaged (its tensor count is out of range): ", path);
+    size_t start = (64 + sizeof(Config) + (size_t)f->n_entries * sizeof(Entry) + 63) / 64 * 64;
+    if (start > f->size || payload != f->size - start || f->size % 8)
         die("the runtime file is truncated or damaged (its size is not the one its header gives): ", path);
-    f->entries = (const Entry *)(f->data + 64 + sizeof(Config));
-    if (checksum(f->data + start, payload) != sum)
+    if (checksum(f->data, f->size) - sum * (2 * SUM_WORD + 1) != sum)
         die("the runtime file's bytes are not the ones it was written with (checksum differs): ", path);
+    f->entries = (const Entry *)(f->data + 64 + sizeof(Config));
+    for (int i = 0; i < f->n_entries; i++) {  /* every tensor inside the payload, every name terminated */
+        const Entry *e = &f->entries[i];
+        if (!memchr(e->name, 0, sizeof e->name) || e->offset < start || e->nbytes > f->size ||
+            e->offset > f->size - e->nbytes)
+            die("the runtime file is damaged (a tensor lies outside it): ", path);
+    }
 }
 
 /* The tensor called name, which must be nbytes long. */
 static const void *tensor(const File *f, const char *name, uint64_t nbytes) {
     for (int i = 0; i < f->n_entries; i++) {
         if (strncmp(f->entries[i].name, name, sizeof(f->entries[i].name))) continue;
-        if (f->entries[i].nbytes != nbytes || f->entries[i].offset + nbytes > f->size)
+        if (f->entries[i].nbytes != nbytes)  /* open_file checked that it lies inside the file */
             die("the runtime file does not fit its config: wrong size of ", name);
         return f->data + f->entries[i].offset;
     }
@@ -155,12 +173,17 @@ static Ternary ternary(const File *f, const char *layer, int in, int out) {
 static void load_model(Model *m, const File *f) {
     Config c = m->c = f->c;
     int C = c.n_embd, V = c.vocab;
-    if (c.n_layer < 1 || C < 8 || C % 8 || c.n_head < 1 || C % c.n_head || (C / c.n_head) % 2 || V < 2 ||
-        c.hidden % 8 || c.block_size < 1 || c.input < LEARNED || c.input > FROZEN || c.head < UNTIED || c.head > CODES ||
-        c.bits < 0 || c.bits > MAX_BITS)
+    /* the bounds keep every size below 2^62 and every index in an int: no product overflows */
+    int id_bits = c.input == BINARY || c.input == AFFINE;  /* K bits of the id: 1 .. 62 (a uint64 mask) */
+    if (c.n_layer < 1 || c.n_layer > 4096 || C < 8 || C > 65536 || C % 8 || c.n_head < 1 || C % c.n_head ||
+        (C / c.n_head) % 2 || V < 2 || V > (1 << 26) || c.hidden < 8 || c.hidden > (1 << 20) || c.hidden % 8 ||
+        c.block_size < 1 || c.block_size > (1 << 24) || c.input < LEARNED || c.input > FROZEN || c.head < UNTIED ||
+        c.head > CODES || c.bits < 0 || c.bits > (id_bits ? 62 : MAX_BITS) || ((id_bits || c.input == FROZEN) && c.bits < 1) ||
+        (c.input == KRONECKER && (c.pos_dim < 1 || c.pos_dim > 256)) || (unsigned)c.interleave > 1 ||
+        (unsigned)c.pm1 > 1 || (unsigned)c.bias > 1 || !(c.rope_base > 0) || !isfinite(c.rope_base))
         die("the runtime file's config is not one this runtime decodes", NULL);
     uint64_t nC = 4ull * C;
-    m->layers = calloc(c.n_layer, sizeof(Layer));
+    m->layers = xcalloc(c.n_layer, sizeof(Layer));
     for (int l = 0; l < c.n_layer; l++) {
         char name[48];
         Layer *L = &m->layers[l];
@@ -180,7 +203,7 @@ static void load_model(Model *m, const File *f) {
     if (c.input == AFFINE) {
         const uint8_t *A = tensor(f, "input.A", (uint64_t)K * K);
         m->affine_b = tensor(f, "input.b", K);
-        m->masks = calloc(K, sizeof(uint64_t));
+        m->masks = xcalloc(K, sizeof(uint64_t));
         for (int i = 0; i < K; i++)
             for (int j = 0; j < K; j++) m->masks[i] |= (uint64_t)A[i * K + j] << (K - 1 - j);
     }
@@ -190,7 +213,9 @@ static void load_model(Model *m, const File *f) {
         m->cells = tensor(f, "input.cells", 2ull * D * C);
         m->token_bytes = tensor(f, "input.bytes", (uint64_t)V * c.pos_dim);
         m->lengths = tensor(f, "input.lengths", 4ull * V);
-        m->cells_sum = calloc(C, sizeof(float));
+        for (int t = 0; t < V; t++)
+            if (m->lengths[t] < 0 || m->lengths[t] > c.pos_dim) die("the runtime file's token lengths are damaged", NULL);
+        m->cells_sum = xcalloc(C, sizeof(float));
         for (int d = 0; d < D; d++)
             for (int j = 0; j < C; j++) m->cells_sum[j] += _cvtsh_ss(m->cells[(int64_t)d * C + j]);
     }
@@ -201,6 +226,9 @@ static void load_model(Model *m, const File *f) {
         m->head_b = tensor(f, "head.bias", 4ull * V);
     }
     m->tok_offsets = tensor(f, "tokens.offsets", 4ull * (V + 1));
+    for (int t = 0; t < V; t++)  /* each token's bytes inside tokens.bytes, which tensor() then sizes */
+        if (m->tok_offsets[t + 1] < m->tok_offsets[t]) die("the runtime file's token table is damaged", NULL);
+    if (m->tok_offsets[0]) die("the runtime file's token table is damaged", NULL);
     m->tok_bytes = tensor(f, "tokens.bytes", m->tok_offsets[V]);
 }
 
@@ -214,12 +242,11 @@ typedef struct {  /* the activations of one position, and the cache of every pos
 static void new_state(State *s, const Config *c, int positions) {
     int C = c->n_embd, hs = C / c->n_head;
     s->positions = positions, s->pos = 0;
-    s->x = calloc(C, 4), s->h = calloc(C, 4), s->qkv = calloc(3 * C, 4), s->att = calloc((size_t)positions * c->n_head, 4);
-    s->y = calloc(C, 4), s->mlp = calloc(c->hidden, 4), s->z = calloc(c->bits + 8, 4);
-    s->logits = calloc((c->vocab + 7) / 8 * 8, 4), s->lut = calloc((size_t)(c->bits / 8 + 1) * 32, 4);
-    s->k_cache = calloc((size_t)c->n_layer * positions * C, 4), s->v_cache = calloc((size_t)c->n_layer * positions * C, 4);
-    s->cos = calloc((size_t)positions * hs / 2, 4), s->sin = calloc((size_t)positions * hs / 2, 4);
-    if (!s->k_cache || !s->v_cache || !s->logits) die("out of memory for the KV cache", NULL);
+    s->x = xcalloc(C, 4), s->h = xcalloc(C, 4), s->qkv = xcalloc(3 * C, 4), s->att = xcalloc((size_t)positions * c->n_head, 4);
+    s->y = xcalloc(C, 4), s->mlp = xcalloc(c->hidden, 4), s->z = xcalloc(c->bits + 8, 4);
+    s->logits = xcalloc((c->vocab + 7) / 8 * 8, 4), s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4);
+    s->k_cache = xcalloc((size_t)c->n_layer * positions * C, 4), s->v_cache = xcalloc((size_t)c->n_layer * positions * C, 4);
+    s->cos = xcalloc((size_t)positions * hs / 2, 4), s->sin = xcalloc((size_t)positions * hs / 2, 4);
     for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
         for (int i = 0; i < hs / 2; i++) {
             float inv_freq = powf(c->rope_base, -(float)(2 * i) / (float)hs), angle = (float)p * inv_freq;
@@ -388,8 +415,8 @@ static int choose(float *logits, int V, float temperature, int top_k, float top_
     int best = 0;
     for (int t = 1; t < V; t++) if (logits[t] > logits[best]) best = t;
     if (temperature == 0.0f) return best;
-    float top = logits[best] / temperature, total = 0;
-    for (int t = 0; t < V; t++) work[t] = (Prob){expf(logits[t] / temperature - top), t};
+    float top = logits[best], total = 0;  /* (l - top) / T <= 0 for any T > 0, however small: no inf - inf */
+    for (int t = 0; t < V; t++) work[t] = (Prob){expf((logits[t] - top) / temperature), t};
     if (top_k > 0 || top_p > 0.0f) qsort(work, V, sizeof(Prob), by_probability);  /* else any order draws alike */
     int keep = top_k > 0 && top_k < V ? top_k : V;
     for (int i = 0; i < keep; i++) total += work[i].p;
@@ -423,6 +450,37 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A command-line number, parsed whole (no trailing text, no overflow, no nan) and within [lo, hi]. */
+static long long int_flag(const char *flag, const char *v, long long lo, long long hi) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "run: error: %s must be a whole number from %lld to %lld, not '%s'\n", flag, lo, hi, v);
+        exit(1);
+    }
+    return x;
+}
+
+static float float_flag(const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "run: error: %s must be a number from %g to %g, not '%s'\n", flag, lo, hi, v);
+        exit(1);
+    }
+    return (float)x;
+}
+
+static uint64_t seed_flag(const char *v) {  /* 0 .. 2^64 - 1 */
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || strchr(v, '-')) die("--seed must be a whole number from 0 to 2^64 - 1, not ", v);
+    return x;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
                       "[--top_p P] [--seed S] [--stop ID] [--logits FILE] [--print_ids]", NULL);
@@ -435,19 +493,17 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--print_ids")) { print_ids = 1; continue; }
         if (!v) die("a value is missing after ", a);
         if (!strcmp(a, "--ids")) ids_text = v;
-        else if (!strcmp(a, "--max_new_tokens")) max_new = atoi(v);
-        else if (!strcmp(a, "--temperature")) temperature = atof(v);
-        else if (!strcmp(a, "--top_k")) top_k = atoi(v);
-        else if (!strcmp(a, "--top_p")) top_p = atof(v);
-        else if (!strcmp(a, "--seed")) rng_state = strtoull(v, NULL, 10) * 2 + 1;
+        else if (!strcmp(a, "--max_new_tokens")) max_new = (int)int_flag(a, v, 0, MAX_NEW);
+        else if (!strcmp(a, "--temperature")) temperature = float_flag(a, v, 0.0, 1e30);
+        else if (!strcmp(a, "--top_k")) top_k = (int)int_flag(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--top_p")) top_p = float_flag(a, v, 0.0, 1.0);
+        else if (!strcmp(a, "--seed")) rng_state = seed_flag(v) * 2 + 1;
         else if (!strcmp(a, "--logits")) logits_path = v;
-        else if (!strcmp(a, "--stop")) stop = atoi(v);
+        else if (!strcmp(a, "--stop")) stop = (int)int_flag(a, v, -1, 1 << 30);
         else die("unknown option ", a);
         i++;
     }
     if (!ids_text) die("give the prompt's token ids: --ids 1,2,3", NULL);
-    if (max_new < 0 || temperature < 0 || !isfinite(temperature) || top_p < 0 || top_p > 1)
-        die("--max_new_tokens and --temperature must be at least 0 (finite) and --top_p within [0, 1]", NULL);
     File f;
     open_file(&f, argv[1]);
     Model m;
@@ -458,16 +514,16 @@ int main(int argc, char **argv) {
         char *end;
         long id = strtol(p, &end, 10);
         if (end == p || id < 0 || id >= V) die("--ids must be comma-separated token ids below the vocabulary size", NULL);
-        if (n_ids == cap) ids = realloc(ids, sizeof(int) * (cap = 2 * cap + 64 + max_new));
+        if (n_ids == cap && !(ids = realloc(ids, sizeof(int) * (cap = 2 * cap + 64)))) die("out of memory", NULL);
         ids[n_ids++] = (int)id;
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') die("--ids must be comma-separated token ids below the vocabulary size", NULL);
     }
     if (n_ids == 0) die("--ids holds no token", NULL);
-    ids = realloc(ids, sizeof(int) * (n_ids + max_new));
+    if (n_ids > MAX_NEW) die("--ids holds more than 2^24 tokens", NULL);
     State s;
-    new_state(&s, &m.c, n_ids + max_new < block ? n_ids + max_new : block);
-    Prob *work = malloc(sizeof(Prob) * V);
+    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block);
+    Prob *work = xcalloc(V, sizeof(Prob));
     FILE *logits_out = logits_path ? fopen(logits_path, "wb") : NULL;
     if (logits_path && !logits_out) die("cannot write ", logits_path);
     int start = n_ids > block ? n_ids - block : 0, fed = start;  /* the window, and how much of it is in the cache */
@@ -481,6 +537,7 @@ int main(int argc, char **argv) {
         int next = choose(s.logits, V, temperature, top_k, top_p, work);
         if (step == 0) first = now() - t0;
         if (next == stop) break;
+        if (n_ids == cap && !(ids = realloc(ids, sizeof(int) * (cap = 2 * cap + 64)))) die("out of memory", NULL);
         ids[n_ids++] = next, made++;
         if (print_ids) printf("%d\n", next);
         else fwrite(m.tok_bytes + m.tok_offsets[next], 1, m.tok_offsets[next + 1] - m.tok_offsets[next], stdout);

@@ -5,7 +5,7 @@ instead, written once beside it (model.ternary.bin) and mapped into memory as it
 
     0    "TFRUN\\0\\0\\0", int32 version, 4 bytes of padding
     16   the config (config_fields): 13 int32, then rope_base as float32
-    72   uint64 payload bytes, uint64 checksum of the payload (checksum), int32 tensor count
+    72   uint64 payload bytes, uint64 checksum of the whole file (checksum: this word as 0), int32 tensor count
     120  the directory: per tensor a 48-byte name, uint64 offset (from the file's start), uint64 bytes
     ...  the payload, from the next multiple of 64: the tensors, each at a multiple of 64
 
@@ -37,7 +37,8 @@ from tablefree.ternary import unpack_ternary
 from tablefree.tokenizer import load_encoding, token_bytes
 
 MAGIC = b"TFRUN\0\0\0"  # the flat file's first 8 bytes
-VERSION = 1
+VERSION = 2  # 2: the checksum covers the header and the directory too (1: the payload only)
+SUM_OFFSET = 80  # where the checksum sits
 SOURCE = Path(__file__).parent / "run.c"  # it #includes kernel.c beside it
 HEADS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
 # run.c's names for the packed file's tensors, by input and by head; float matrices are float16, as exported
@@ -106,17 +107,17 @@ def write_flat(contents, path):
     for name, blob in blobs.items():
         directory.append(struct.pack("<48sQQ", name.encode(), offset + len(payload), len(blob)))
         payload += blob + bytes(-len(blob) % 64)
-    header = (MAGIC + struct.pack("<i4x", VERSION) + config_fields(c) +
-              struct.pack("<QQi", len(payload), checksum(payload), len(blobs)))
-    head = header.ljust(120, b"\0") + b"".join(directory)
-    write_atomic(path, lambda f: f.write(head.ljust(start, b"\0") + payload))
+    header = MAGIC + struct.pack("<i4x", VERSION) + config_fields(c) + struct.pack("<QQi", len(payload), 0, len(blobs))
+    flat = bytearray((header.ljust(120, b"\0") + b"".join(directory)).ljust(start, b"\0") + payload)
+    struct.pack_into("<Q", flat, SUM_OFFSET, checksum(flat))  # computed with its own word still 0
+    write_atomic(path, bytes(flat))
 
 
-def checksum(payload):
-    """run.c's checksum of the payload (a multiple of 8 bytes): sum_i w_i (2 i + 1) mod 2^64 over its
+def checksum(data):
+    """run.c's checksum of a file (a multiple of 8 bytes): sum_i w_i (2 i + 1) mod 2^64 over its
     little-endian uint64 words. Any one flipped bit changes it (the weights are odd); not a
     defence against a forger, a check against damage."""
-    words = np.frombuffer(payload, dtype="<u8")
+    words = np.frombuffer(data, dtype="<u8")
     return int((words * (2 * np.arange(len(words), dtype=np.uint64) + 1)).sum(dtype=np.uint64))
 
 

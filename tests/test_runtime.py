@@ -1,5 +1,6 @@
 """The torch-free runtime (tablefree/run.c) against the torch packed path. Run: python -m pytest tests/test_runtime.py"""
 
+import struct
 import subprocess
 from dataclasses import asdict
 
@@ -117,3 +118,81 @@ def test_sample_with_the_c_engine_end_to_end(data_dir, tmp_path, capsys):
     assert (run_dir / "model.ternary.bin").exists() and "tokens/s; peak RSS" in capsys.readouterr().err
     with pytest.raises(UserError, match="not a packed ternary export"):
         sample.sample(sample.parse_args(["--ckpt", str(run_dir), "--engine", "c"]))
+
+
+def forged(data):
+    """data with its checksum made right again: what a hostile file looks like to run.c."""
+    data = bytearray(data)
+    struct.pack_into("<Q", data, runtime.SUM_OFFSET, 0)
+    struct.pack_into("<Q", data, runtime.SUM_OFFSET, runtime.checksum(bytes(data)) if len(data) % 8 == 0 else 0)
+    return bytes(data)
+
+
+def run_raw(flat, *args):
+    """run.c as a process: (exit status, stderr lines)."""
+    done = subprocess.run([str(runtime.binary()), str(flat), *args], capture_output=True, timeout=60)
+    return done.returncode, done.stderr.decode(errors="replace").splitlines()
+
+
+def test_the_checksum_covers_the_header_and_a_hostile_header_is_refused(tmp_path):
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(packed_model("frozen+codes"), flat)
+    data = flat.read_bytes()
+    rope = 16 + 13 * 4  # the config's rope_base: a flipped bit once ran with logits off by 3
+    for offset in (16, rope, 90, 130):  # n_layer, rope_base, the tensor count, a directory name
+        (tmp_path / "bad.bin").write_bytes(data[:offset] + bytes([data[offset] ^ 1]) + data[offset + 1:])
+        status, err = run_raw(tmp_path / "bad.bin", "--ids", "1,2")
+        assert status == 1 and len(err) == 1 and ("checksum differs" in err[0] or "damaged" in err[0]), err
+    hostile = {"n_layer 2^30": (16, struct.pack("<i", 1 << 30)), "rope_base nan": (rope, struct.pack("<f", float("nan"))),
+               "a wrapped offset": (120 + 48, struct.pack("<Q", 2 ** 64 - 8)), "huge bytes": (120 + 56, struct.pack("<Q", 2 ** 63)),
+               "an unterminated name": (120, b"x" * 48), "id bits 63": (16 + 8 * 4, struct.pack("<i", 4096 + 1))}
+    for case, (offset, patch) in hostile.items():
+        (tmp_path / "bad.bin").write_bytes(forged(data[:offset] + patch + data[offset + len(patch):]))
+        status, err = run_raw(tmp_path / "bad.bin", "--ids", "1,2")
+        assert status == 1 and len(err) == 1 and err[0].startswith("run: error: the runtime file"), (case, err)
+
+
+BOUNDS = {"--max_new_tokens": (int, 0, 2 ** 24), "--top_k": (int, 0, 2 ** 30), "--stop": (int, -1, 2 ** 30),
+          "--seed": (int, 0, 2 ** 64 - 1), "--temperature": (float, 0, 1e30), "--top_p": (float, 0, 1)}
+
+
+def accepted(flag, value):
+    """Whether run.c must take value for flag: the whole text a number of the flag's kind, in range."""
+    kind, low, high = BOUNDS[flag]
+    try:
+        number = kind(value)
+    except ValueError:
+        return False
+    return low <= number <= high and not (flag == "--seed" and "-" in value)
+
+
+@pytest.mark.parametrize("kind", ["binary", "kronecker", "frozen+codes"])
+def test_random_and_mutated_files_and_arguments_never_crash_it(kind, tmp_path):
+    """Seeded fuzzing, a few hundred runs: bytes flipped anywhere (the checksum then forged, as a
+    hostile file would), cut short or grown, and hostile values of every flag. Every run ends with
+    status 0, or 1 and one 'run: error:' line: never a signal, a hang or a second line."""
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(packed_model(kind), flat)
+    data, rng = flat.read_bytes(), np.random.default_rng(54)
+    head = 120 + 64 * 40  # the header and the directory: where a flip matters most
+    for trial in range(60):
+        mutated = bytearray(data)
+        for _ in range(rng.integers(1, 4)):
+            where = int(rng.integers(0, head if trial % 2 else len(data)))
+            mutated[where] = int(rng.integers(0, 256))
+        if trial % 10 == 9:
+            mutated = mutated[:int(rng.integers(0, len(mutated)))]
+        (tmp_path / "fuzz.bin").write_bytes(forged(mutated) if trial % 3 else bytes(mutated))
+        status, err = run_raw(tmp_path / "fuzz.bin", "--ids", "1,2,3", "--max_new_tokens", "3", "--print_ids")
+        assert status in (0, 1) and len(err) == 1 and (status == 0) != err[0].startswith("run: error:"), (trial, status, err)
+    values = ["abc", "", "-5", "1e9", "2147483648", "99999999999999999999", "nan", "inf", "-inf", "1e-40", "0x10",
+              "3.5", " 7", "-0", "1e400", "18446744073709551616"]
+    for trial in range(120):
+        flag, value = list(BOUNDS)[trial % len(BOUNDS)], values[int(rng.integers(0, len(values)))]
+        status, err = run_raw(flat, "--ids", "1,2", "--max_new_tokens", "2", flag, value, "--print_ids")
+        assert len(err) == 1 and status == (0 if accepted(flag, value) else 1), (flag, value, status, err)
+        if status:
+            assert err[0].startswith(f"run: error: {flag} must be"), (flag, value, err)
+    for ids in ("", ",", "1,,2", "-1", "300", "99999999999999999999", "1;2", "1,2,"):
+        status, err = run_raw(flat, "--ids", ids, "--max_new_tokens", "1")
+        assert status in (0, 1) and len(err) == 1, (ids, status, err)
