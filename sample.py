@@ -27,8 +27,8 @@ def parse_args(argv=None):
     p = ArgumentParser(prog="sample.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--ckpt", default="out", help="a run directory or a checkpoint file")
-    p.add_argument("--start", default="\n", help="prompt text ('<|endoftext|>' begins a new document)")
-    p.add_argument("--start_file", help="read the prompt from this UTF-8 file instead")
+    p.add_argument("--start", help="prompt text ('<|endoftext|>' begins a new document; default: a newline)")
+    p.add_argument("--start_file", help="read the prompt from this UTF-8 file instead of --start")
     p.add_argument("--num_samples", type=int, default=2)
     p.add_argument("--max_new_tokens", type=int, default=300)
     p.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
@@ -46,12 +46,15 @@ def parse_args(argv=None):
                    help="recompute the whole context window every token (the slow reference path)")
     args = p.parse_args(argv)
     require(args.num_samples >= 1, "--num_samples", args.num_samples, "at least 1")
-    require(args.max_new_tokens >= 1, "--max_new_tokens", args.max_new_tokens, "at least 1")
+    require(1 <= args.max_new_tokens <= 1 << 24, "--max_new_tokens", args.max_new_tokens, "from 1 to 2^24 (16,777,216)")
+    require(0 <= args.seed < 1 << 63, "--seed", args.seed, "a whole number from 0 to 2^63 - 1")
     require(math.isfinite(args.temperature) and args.temperature >= 0, "--temperature", args.temperature,
             "a finite number at least 0 (0 is greedy)")
     require(args.top_k >= 0, "--top_k", args.top_k, "at least 0 (0 keeps every token)")
     require(0 < args.top_p <= 1, "--top_p", args.top_p, "above 0 and at most 1 (1 keeps every token)")
-    require_utf8(args.start, "--start")
+    if args.start is not None and args.start_file:
+        raise UserError("give the prompt as --start or as --start_file, not both")
+    require_utf8(args.start or "", "--start")
     return args
 
 
@@ -79,7 +82,7 @@ def torch_engine(args, ckpt):
         with autocast:
             for token in steps:
                 yield token.item()
-    return next_tokens
+    return next_tokens, []
 
 
 def c_engine(args, ckpt, eot):
@@ -91,8 +94,9 @@ def c_engine(args, ckpt, eot):
 
     def next_tokens(ids, i):
         return runtime.generate(flat, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-                                args.seed + i, stop=eot)
-    return next_tokens
+                                args.seed + i, stop=eot, report=closing.append)
+    closing = []  # run.c's line of speed and memory for each sample, printed after the sample's text
+    return next_tokens, closing
 
 
 def sample(args, out=sys.stdout):
@@ -100,10 +104,10 @@ def sample(args, out=sys.stdout):
     ckpt = load_checkpoint(args.ckpt, "cpu")
     enc = load_encoding(ckpt["tokenizer"])
     block_size = ckpt["model_config"]["block_size"]
-    next_tokens = c_engine(args, ckpt, enc.eot_token) if args.engine == "c" else torch_engine(args, ckpt)
+    next_tokens, closing = c_engine(args, ckpt, enc.eot_token) if args.engine == "c" else torch_engine(args, ckpt)
     ckpt_step = ckpt.get("iter_num")
     del ckpt
-    prompt = read_prompt(args.start_file) if args.start_file else args.start
+    prompt = read_prompt(args.start_file) if args.start_file else "\n" if args.start is None else args.start
     ids = enc.encode(prompt, allowed_special="all")
     if not ids:
         raise UserError("the prompt is empty; give --start TEXT, or --start '<|endoftext|>' "
@@ -112,8 +116,12 @@ def sample(args, out=sys.stdout):
         raise UserError(f"the prompt is {len(ids):,} tokens but the model sees at most "
                         f"block_size={block_size}; shorten it")
     print(f"{loaded(args, ckpt_step)}; {len(ids):,} prompt tokens", file=sys.stderr)
-    samples = []
-    for i in range(args.num_samples):
+    samples, num_samples = [], args.num_samples
+    if args.temperature == 0 and num_samples > 1:  # greedy: every sample would be the same
+        print(f"temperature 0 is greedy, so the {num_samples} samples would be one text {num_samples} times: "
+              f"printing it once", file=sys.stderr)
+        num_samples = 1
+    for i in range(num_samples):
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a token may end mid-character
         out.write(prompt)
         new = []
@@ -127,6 +135,9 @@ def sample(args, out=sys.stdout):
         except ValueError as e:  # non-finite logits: a damaged or diverged model
             raise UserError(f"{e}; sample from another checkpoint") from None
         out.write(text.decode(b"", final=True) + "\n---------------\n")
+        out.flush()
+        for line in closing[i:]:  # after the sample and its rule: never glued to its last line
+            print(line, file=sys.stderr)
         samples.append(new)
     return samples
 

@@ -33,7 +33,7 @@ CKPT_NAME = "ckpt.pt"
 def save_checkpoint(state, out_dir):
     """Write state to out_dir/ckpt.pt atomically (the old file stays until the new one is whole),
     with the crc32 of everything in it (checksum.state_crc32), marked as covering everything."""
-    state = {**state, "crc32_covers": "everything"}
+    state = {**{k: v for k, v in state.items() if k not in ("crc32", "crc32_covers")}, "crc32_covers": "everything"}
     state["crc32"] = state_crc32(state)
     write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
 

@@ -24,15 +24,21 @@ class UserError(Exception):
     `<script>: error: <message>` and exit with status 1, never with a traceback."""
 
 
+INTERRUPTED = "every file it writes is replaced whole or not at all, so what was there is intact; run it again"
+
+
 @contextmanager
-def user_errors(script):
-    """Turn a UserError raised inside the block into the script's one-line error and exit 1.
+def user_errors(script, interrupted=INTERRUPTED):
+    """Turn a UserError raised inside the block into the script's one-line error and exit 1, and
+    Ctrl-C into one line saying what it left (`interrupted`), exit 1: never a traceback.
 
     Under torchrun every rank meets the same error; only rank 0 prints it."""
     try:
         yield
     except UserError as e:
         sys.exit(f"{script}: error: {e}" if os.environ.get("RANK", "0") == "0" else 1)
+    except KeyboardInterrupt:
+        sys.exit(f"{script}: interrupted; {interrupted}" if os.environ.get("RANK", "0") == "0" else 1)
 
 
 @contextmanager

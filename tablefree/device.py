@@ -33,9 +33,13 @@ def pick_device(name):
         if torch.cuda.is_available():
             return "cuda"
         return "mps" if torch.backends.mps.is_available() else "cpu"
-    missing_cuda = name.startswith("cuda") and not torch.cuda.is_available()
-    missing_mps = name == "mps" and not torch.backends.mps.is_available()
-    if missing_cuda or missing_mps:
+    try:
+        kind = torch.device(name).type
+    except (RuntimeError, ValueError):
+        raise UserError(f"device {name!r} is not a device name; use 'auto', 'cpu', 'cuda', 'cuda:1' or 'mps'") from None
+    missing_cuda = kind == "cuda" and not torch.cuda.is_available()
+    missing_mps = kind == "mps" and not torch.backends.mps.is_available()
+    if missing_cuda or missing_mps or kind not in ("cpu", "cuda", "mps"):
         raise UserError(f"device {name!r} is not available on this machine; use 'cpu' or 'auto'")
     return name
 

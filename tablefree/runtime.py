@@ -172,9 +172,10 @@ def binary():
     return built
 
 
-def generate(flat, ids, max_new_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=1337, stop=None):
+def generate(flat, ids, max_new_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=1337, stop=None, report=None):
     """Yield the ids run.c chooses after the prompt ids, as it chooses them; its failure is a UserError
-    (its own one-line error). Its closing line (tokens/s, peak memory) goes to stderr."""
+    (its own one-line error). Its closing line (tokens/s, peak memory) goes to report(line), or to
+    stderr."""
     command = [str(binary()), str(flat), "--ids", ",".join(map(str, ids)), "--max_new_tokens", str(max_new_tokens),
                "--temperature", repr(float(temperature)), "--top_k", str(top_k or 0),
                "--top_p", repr(float(top_p) if top_p < 1 else 0.0), "--seed", str(seed), "--print_ids",
@@ -186,4 +187,4 @@ def generate(flat, ids, max_new_tokens, temperature=0.0, top_k=0, top_p=1.0, see
     if process.returncode:
         raise UserError(err.strip().splitlines()[-1].removeprefix("run: error: ") if err.strip() else
                         f"the C runtime stopped with status {process.returncode}")
-    print(err.strip(), file=sys.stderr)
+    (report or (lambda line: print(line, file=sys.stderr)))(err.strip())

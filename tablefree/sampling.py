@@ -23,7 +23,8 @@ def choose(logits, temperature, top_k=None, top_p=None, generator=None):
     """The next ids (B, 1) for logits (B, V) float32: argmax at temperature 0, else a draw."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # shifted first, so that (l - max) / T <= 0 for any T > 0, however small: never inf - inf
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
         logits = logits.masked_fill(logits < kth, -float("inf"))

@@ -249,6 +249,12 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be a finite number at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
+    ("sample", ["--ckpt", "{runs}/good", "--device=xpu"], "device 'xpu' is not available on this machine; use 'cpu'"),
+    ("sample", ["--ckpt", "{runs}/good", "--device=gpu:0"], "device 'gpu:0' is not a device name; use 'auto', 'cpu'"),
+    ("sample", ["--ckpt", "{runs}/good", "--seed", str(2 ** 70)], "--seed must be a whole number from 0 to 2^63 - 1"),
+    ("sample", ["--ckpt", "{runs}/good", "--max_new_tokens", str(2 ** 31 - 1)], "--max_new_tokens must be from 1 to 2^24"),
+    ("sample", ["--ckpt", "{runs}/good", "--start", "ROMEO:", "--start_file", "{root}/small.txt"],
+     "give the prompt as --start or as --start_file, not both"),
     ("sample", ["--ckpt", "{runs}/good", "--start", ""], "the prompt is empty"),
     ("sample", ["--ckpt", "{runs}/good", "--start", "caf\udce9"], "--start is not UTF-8 text (near character 3)"),
     ("sample", ["--ckpt", "{runs}/good", "--start", "The king is gold. " * 20], "but the model sees at most block_size=32"),
@@ -341,7 +347,7 @@ CASES = [
     ("llama", ["--gguf", "{root}/whole.gguf", "--max_new_tokens", "1000000000"],
      "--max_new_tokens must be at most"),  # past the context (needs llama-cpp-python, as CI has)
     # weights changed on disk, or not finite: nothing proceeds from them
-    ("sample", ["--ckpt", "{runs}/flipbyte"], "flipbyte/ckpt.pt is damaged: its tensors are not the ones it was saved"),
+    ("sample", ["--ckpt", "{runs}/flipbyte"], "flipbyte/ckpt.pt is damaged: its contents (weights, settings or tokenizer) are not"),
     ("train", [*RESUME, "--out_dir={runs}/flipbyte"], "crc32 differs); restore it from a copy"),
     ("train", [*TRAIN, "--init_from={runs}/nan"], "nan/ckpt.pt holds non-finite weights (in lm_head.weight)"),
     ("export", ["--ckpt", "{runs}/flipbyte", "--format", "gguf", "--out", "{root}/f.gguf"], "crc32 differs"),

@@ -344,3 +344,46 @@ def test_bad_checkpoints_and_settings_are_one_line_errors(data_dir, tmp_path, ca
     assert "unknown setting 'learnig_rate'; did you mean 'learning_rate'" in one_line_error(capsys, str(config))
     (tmp_path / "file").write_text("")
     assert "cannot write to out_dir" in one_line_error(capsys, *args, f"--out_dir={tmp_path / 'file' / 'run'}")
+
+
+# A child that runs a script's main with one of its module's functions wrapped to Ctrl-C itself at its first call.
+CTRL_C = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import {script} as script
+original = script.{name}
+def interrupt(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    return original(*args, **kwargs)
+script.{name} = interrupt
+script.main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("script, name, argv", [
+    ("sample", "token_bytes", ["--ckpt", "{run}", "--max_new_tokens", "5"]),  # mid-sample
+    ("prepare", "write_meta", ["--input", "{text}", "--name", "tiny", "--out_dir", "{data}", "--vocab_size", "300",
+                               "--force"]),  # the new dataset built, not yet in place
+    ("tools.export", "export_hf", ["--ckpt", "{run}"]),  # the first export of a run
+])
+def test_ctrl_c_anywhere_is_one_line_and_leaves_every_file(data_dir, reference, tmp_path, script, name, argv):
+    """issue 54: Ctrl-C in sample.py, prepare.py and tools.export is one line, exit status 1, and
+    every file under the run and the dataset as it was."""
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "tiny", data / "tiny")
+    text = tmp_path / "tiny.txt"
+    text.write_text("".join(f"The {w} of the king is {v}, and the queen's {w} is {v} too.\n"  # conftest's corpus
+                            for w in ("crown", "horse", "sword", "castle") for v in ("gold", "grey", "old", "bright")) * 40)
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+
+    def files():
+        return {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    before = files()
+    args = [a.format(run=run, text=text, data=data) for a in argv]
+    done = subprocess.run([sys.executable, "-c", CTRL_C.format(script=script, name=name), *args], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    last = done.stderr.splitlines()[-1]  # sample.py's line saying what it samples may come first
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert last.startswith(f"{script.rpartition('.')[2]}.py: interrupted; ") and "intact" in last
+    assert files() == before

@@ -21,3 +21,11 @@ def test_draws_stay_in_the_nucleus_at_its_renormalised_rates():
     assert torch.equal(choose(logits[:2], 0), torch.tensor([[1], [1]]))  # greedy
     top1 = choose(logits, 0.7, top_k=1, generator=torch.Generator().manual_seed(0))
     assert (top1 == 1).all()
+
+
+def test_a_vanishing_temperature_is_greedy_not_nan():
+    """issue 54: logits / 1e-40 overflowed float32 to inf, and the softmax of inf - inf is nan."""
+    logits = torch.tensor([[1.0, 3.0, 2.5, -4.0], [0.0, 0.0, 7.0, 1.0]])
+    for temperature in (1e-40, 1e-30, 1e-8):
+        assert choose(logits, temperature, top_k=3).flatten().tolist() == [1, 2]
+        assert choose(logits, temperature, top_p=0.5).flatten().tolist() == [1, 2]
