@@ -116,3 +116,22 @@ def test_ternary_types_store_the_ternary_weights_exactly(runs):
                       if t.name == "blk.1.ffn_up.weight")
         stored = gguf.quants.dequantize(tensor.data, tensor.tensor_type)  # (out, in)
         assert np.array_equal(stored, w_t.numpy() * np.float32(np.float16(gamma.item())))
+
+
+@pytest.mark.parametrize("name", ["binary/model.f32.gguf", "ternary/model.tq2_0.gguf"])
+def test_a_flipped_tensor_byte_is_refused_not_run(runs, tmp_path, name):
+    """issue 54: a GGUF file records the crc32 of its tensors; a byte flipped inside one (which
+    llama.cpp runs without a word) is a one-line error for tools.llama, generating or --check."""
+    from tools.gguf import gguf_package
+    reader = gguf_package("the test").GGUFReader(runs / name)
+    fields = {n: f.contents() for n, f in reader.fields.items() if not n.startswith("tokenizer.")}
+    offset = int(reader.tensors[-1].data_offset) + 5  # inside the last tensor's bytes
+    data = bytearray((runs / name).read_bytes())
+    data[offset] ^= 0x10
+    flipped = tmp_path / "flipped.gguf"
+    flipped.write_bytes(bytes(data))
+    assert isinstance(fields["tablefree.tensors_crc32"], int)
+    for argv in (["--start", "The crown"], ["--check", str(runs / name.split("/")[0])]):
+        with pytest.raises(SystemExit) as error:
+            llama.main(["--gguf", str(flipped), *argv])
+        assert "flipped.gguf is damaged: its tensors are not the ones it was written with" in str(error.value)

@@ -39,7 +39,7 @@ from tablefree.common import UserError, replacing
 from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary
 from tablefree.tokenizer import EOT, GPT2_PATTERN, parse_ranks
 from tools.hf import bias_or_zeros, bpe_merges, input_table, neox_head, spelled
-from tools.llamacpp import gguf_package
+from tools.llamacpp import gguf_crc32, gguf_package
 
 FLOAT_TYPES = ("F32", "F16", "Q8_0")
 TERNARY_TYPES = ("TQ2_0", "TQ1_0")
@@ -130,6 +130,13 @@ def write_gguf(model, ckpt, out, gguf_type):
     config = model.config
     check_type(config, ckpt["tokenizer"]["info"]["pattern"], gguf_type)
     tokens, kinds, merges, eot = vocabulary(ckpt["tokenizer"], config.vocab_size)
+    stored = []  # (name, the array as the file stores it, its type)
+    for name, data, kind in tensors(model, gguf_type):
+        qtype = getattr(gguf.GGMLQuantizationType, kind)
+        if kind in BLOCK:  # bytes, (rows, blocks x block bytes): the writer reads the shape back from them
+            stored.append((name, gguf.quants.quantize(data, qtype), qtype))
+        else:
+            stored.append((name, data.astype(np.float16 if kind == "F16" else np.float32), None))
     with replacing(out) as tmp:
         writer = gguf.GGUFWriter(tmp, "gptneox")
         writer.add_name(f"tablefree GPT, input {config.input}, body {config.body}")
@@ -139,6 +146,7 @@ def write_gguf(model, ckpt, out, gguf_type):
         writer.add_string("tablefree.token_embd", table_note(config))
         writer.add_string("tablefree.model_config", repr(ckpt["model_config"]))
         writer.add_uint32("tablefree.weights_crc32", weights_id(ckpt))  # which weights: tools.llama --check
+        writer.add_uint32("tablefree.tensors_crc32", gguf_crc32((name, data) for name, data, _ in stored))
         writer.add_context_length(config.block_size)
         writer.add_embedding_length(config.n_embd)
         writer.add_block_count(config.n_layer)
@@ -159,12 +167,8 @@ def write_gguf(model, ckpt, out, gguf_type):
         writer.add_eos_token_id(eot)
         writer.add_add_bos_token(False)
         writer.add_add_eos_token(False)
-        for name, data, kind in tensors(model, gguf_type):
-            qtype = getattr(gguf.GGMLQuantizationType, kind)
-            if kind in BLOCK:  # bytes, (rows, blocks x block bytes): the writer reads the shape back from them
-                writer.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
-            else:
-                writer.add_tensor(name, data.astype(np.float16 if kind == "F16" else np.float32))
+        for name, data, qtype in stored:
+            writer.add_tensor(name, data, raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()

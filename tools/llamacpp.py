@@ -9,6 +9,7 @@ measures for it (decode_probe) is llama.cpp's, not ours.
 
 import json
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,22 @@ def read_gguf(path):
     if "tablefree.input" not in fields:
         raise UserError(f"{path} was not written by tools.export --format gguf (it has no tablefree.input); run it "
                         f"with llama.cpp itself")
+    saved = fields.get("tablefree.tensors_crc32")  # None: a file written before 2026-12-04
+    if saved is not None and gguf_crc32((t.name, t.data) for t in reader.tensors) != saved:
+        raise UserError(f"{path} is damaged: its tensors are not the ones it was written with (crc32 differs); "
+                        f"export it again")
     return fields
+
+
+def gguf_crc32(named_arrays):
+    """crc32 of a GGUF file's tensors, each its name and its bytes as stored, in file order: written
+    into the file's metadata (tablefree.tensors_crc32) and checked by read_gguf,
+    so a flipped byte in a tensor is an error, not a model that runs with other weights."""
+    crc = 0
+    for name, data in named_arrays:
+        crc = zlib.crc32(name.encode(), crc)
+        crc = zlib.crc32(np.ascontiguousarray(data).view(np.uint8), crc)
+    return crc
 
 
 QUIET = []  # the log callback that drops llama.cpp's notes: kept alive here, llama.cpp holds a pointer to it
