@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_output, holds_work, replace_folder, require,
-                              user_errors)
+from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_output, holds_work, plain_name,
+                              replace_folder, require, user_errors)
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.data import read_meta, token_counts
 from tablefree.sft import describe_bad, write_sft
@@ -181,7 +181,8 @@ def read_old_meta(path):
 def prepare(args):
     """Run the whole preparation; returns the meta dict (also written to meta.json)."""
     started = time.perf_counter()
-    name = args.name or (Path(args.input[0]).stem if args.input else args.dataset.replace(",", "+"))
+    name = plain_name(args.name or (Path(args.input[0]).stem if args.input else args.dataset.replace(",", "+")), "--name",
+                      "<out_dir>/<name>/")
     directory = Path(args.out_dir) / name
     settings = {k: v for k, v in vars(args).items() if k not in ("force", "workers", "quiet")}
     # local inputs are also identified by size and modification time, so edits trigger a rebuild

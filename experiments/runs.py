@@ -24,7 +24,8 @@ import torch
 
 from model import GPT, INPUTS
 from tablefree.checkpoint import CKPT_NAME, read_log
-from tablefree.common import UserError, check_output, holds_work, json_report, markdown, png_metadata, write_atomic
+from tablefree.common import (UserError, check_output, holds_work, json_report, markdown, plain_name, png_metadata,
+                              write_atomic)
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 from tablefree.cost import flops_per_token
 
@@ -55,6 +56,7 @@ def results_files(folder, name, study):
     """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last:
     a file there is replaced only when the study (its module's name) wrote it (common.mark)."""
     folder = Path(folder)
+    plain_name(name, "--name", "<results_dir>/<name>.md, .json and .png")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -229,8 +229,8 @@ def main(argv=None):
         # a config file named relative to here, or else to the checkout (the defaults)
         train_argv = [f if Path(f).exists() else str(ROOT / f) for f in args.base.split(",")] + rest
         base = train_settings(train_argv)
-        root = runs_root(args.runs_dir or f"out-compare/{args.name}")
         md, js, png = results_files(args.results_dir, args.name, "scaling")
+        root = runs_root(args.runs_dir or f"out-compare/{args.name}")
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []
         for name in names:

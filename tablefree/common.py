@@ -57,6 +57,14 @@ def require(ok, name, value, rule):
         raise UserError(f"{name} must be {rule}, not {value!r}")
 
 
+def plain_name(name, flag, makes):
+    """name, if it is one file or folder name (it stays inside its folder); else the one-line error.
+    makes: what it names, for the message ('<out_dir>/<name>/')."""
+    if not name.strip() or name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise UserError(f"{flag} must be a plain name (it makes {makes}), not {name!r}: no '/', '\\', '.' or '..'")
+    return name
+
+
 def require_utf8(text, flag):
     """Refuse command-line text that is not UTF-8: its bytes arrive as lone surrogates ('\\udce9' for
     0xe9), which a tokenizer would silently replace."""

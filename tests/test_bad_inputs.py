@@ -206,7 +206,7 @@ CASES = [
     ("prepare", ["--tokenizer", "gpt2", "--vocab_size", "300"], "brings its own vocabulary; drop --vocab_size"),
     ("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/garbled", "--out_dir", "{data}",
                  "--name", "fromgarbled"], "cannot read the tokenizer"),
-    ("extend", ["--ckpt", "{runs}/good", "--name", ""], "--name must be a file name"),
+    ("extend", ["--ckpt", "{runs}/good", "--name", ""], "--name must be a plain name"),
     ("train", [*TRAIN, "--n_head=3"], "must split into n_head=3 heads"),
     ("train", [*TRAIN, "--n_embd=8"], "n_embd=8 is narrower than the 9-bit code"),
     ("train", [*TRAIN, "--input=foo"], "unknown input 'foo'"),
@@ -370,6 +370,11 @@ CASES = [
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"),
     ("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
+    # names that would leave their folder
+    ("prepare", ["--input", "{root}/small.txt", "--name", "../escape", "--out_dir", "{data}"], "--name must be a plain name"),
+    ("compare", ["--results_dir", "{root}", "--name", "../x", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "--name must be a plain name (it makes <results_dir>/<name>.md"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", ".."], "--name must be a plain name"),
     # the user's notes that quote a command, the user's own matplotlib figure: still the user's
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/quoted.json"],
      "quoted.json exists and this command did not write it"),

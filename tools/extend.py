@@ -43,8 +43,8 @@ import regex
 import torch
 
 from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
-from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, require, user_errors,
-                              write_atomic)
+from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, plain_name, require,
+                              user_errors, write_atomic)
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.extension import add_tokens
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
@@ -270,8 +270,7 @@ def main(argv=None):
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
-        require(args.name.strip() and "/" not in args.name, "--name", args.name,
-                "a file name (<results_dir>/<name>.md), not empty and without '/'")
+        plain_name(args.name, "--name", "<results_dir>/<name>.md and .json")
         folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
         results = check_output(Path(folder) / f"{args.name}.md", "--results_dir", ours="python -m tools.extend")
         check_output(results.with_suffix(".json"), "--results_dir", ours="python -m tools.extend")
