@@ -33,7 +33,7 @@ from tablefree.configurator import check_settings, model_config, resolve, settin
 from tablefree.cost import duration, flops_per_token, param_counts, run_cost
 from tablefree.data import Dataset
 from tablefree.device import peak_flops_of, pick_device, pick_dtype, start_processes
-from tablefree.diagnostics import code_quality, describe_quality, input_norms
+from tablefree.diagnostics import code_quality, describe_quality, input_norms, require_distinct
 
 # -----------------------------------------------------------------------------
 # I/O
@@ -165,6 +165,10 @@ def train(settings, given=None):
     if master:
         for notice in start.notices:
             print(notice)
+        if s.decay_lr and s.max_iters < s.lr_decay_iters and not s.eval_only:  # e.g. --max_iters alone
+            print(f"notice: the learning rate decays until step {s.lr_decay_iters:,} but the run stops at step "
+                  f"{s.max_iters:,} (lr {lr_at(s.max_iters, s):.2e}, not min_lr {s.min_lr:.2e}); "
+                  f"--lr_decay_iters={s.max_iters} ends the schedule with the run")
         run_dir = RunDir(s.out_dir, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
                                                "data": data.meta, "world_size": world, "params": counts,
                                                "code_quality": code_quality, "finetuned_from": start.finetuned_from},
@@ -273,8 +277,9 @@ def make_model(s, start, data):
         raise UserError(str(e)) from None
     if source is None:
         return model, None
-    # a code derived from a source reports how good it is (in config.json and on screen)
-    return model, code_quality(model.wte.code(torch.arange(data.vocab_size)), source)
+    # a code derived from a source reports how good it is (in config.json and on screen); one that
+    # cannot tell most tokens apart is refused (the model could not either, on its input or its code head)
+    return model, require_distinct(code_quality(model.wte.code(torch.arange(data.vocab_size)), source), s.codes_from)
 
 
 def batch(data, split, s, *keys):

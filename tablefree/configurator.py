@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from model import GPTConfig
-from tablefree.common import UserError, require
+from tablefree.common import UserError, holds_work, require
 
 
 def check(key, value, defaults):
@@ -40,9 +40,11 @@ def check(key, value, defaults):
 def read_config_file(path, settings, defaults, given=None):
     """Apply a config file's `name = literal` lines to settings (a dict, updated in place)."""
     try:
-        tree = ast.parse(open(path).read(), filename=path)
+        tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
     except OSError as e:
         raise UserError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"config file {path} is not UTF-8 (near byte {e.start}); save it as UTF-8") from None
     except SyntaxError as e:
         raise UserError(f"{path} line {e.lineno}: syntax error") from None
     for statement in tree.body:
@@ -164,6 +166,12 @@ def check_settings(settings):
         require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
     require(0 <= s.dropout < 1, "dropout", s.dropout, "in [0, 1)")
     require(s.rope_base > 0, "rope_base", s.rope_base, "above 0")
+    require(s.min_lr <= s.learning_rate, "min_lr", s.min_lr, f"at most learning_rate ({s.learning_rate:g}): the "
+            f"schedule decays from learning_rate down to min_lr")
+    out, data = Path(s.out_dir).resolve(), Path(s.data_dir).resolve()
+    if (out == data or data in out.parents) and not holds_work(out):  # a dataset itself: train.py says so
+        raise UserError(f"out_dir {s.out_dir} is inside data_dir {s.data_dir}, where the datasets live; give the run a "
+                        f"folder of its own (--out_dir=out-mine)")
     for key, choices in CHOICES.items():
         require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
     model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)

@@ -85,6 +85,9 @@ def read_meta(directory):
         meta["splits"]["train"]["files"], meta["splits"]["val"]["bytes"]
         if dtype.name not in ("uint16", "uint32") or not isinstance(vocab_size, int):
             raise ValueError(f"ids of type {dtype.name}")
+        for split in ("train", "val"):  # bits per byte divide by them; a batch needs tokens
+            if not (meta["splits"][split]["bytes"] > 0 and meta["splits"][split]["tokens"] > 0):
+                raise ValueError(f"its {split} split has no bytes or no tokens")
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); prepare the "
                         f"data again: {prepare_command(directory)} --force") from None
@@ -104,6 +107,8 @@ def open_split(directory, meta, split):
         path = directory / name
         if not path.exists():
             raise UserError(f"{path} is missing; {again}")
+        if path.stat().st_size == 0:
+            raise UserError(f"{path} holds no token; {again}")
         if path.stat().st_size % dtype.itemsize:
             raise UserError(f"{path} is {path.stat().st_size} bytes, not a whole number of "
                             f"{dtype.name} ids; it is truncated or of another type, {again}")

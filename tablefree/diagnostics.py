@@ -12,6 +12,8 @@ position cell, `cells`).
 import numpy as np
 import torch
 
+from tablefree.common import UserError
+
 CHUNK = 8192  # tokens per wte call: bounded memory at V = 65,536 or 262,144
 
 
@@ -95,3 +97,16 @@ def describe_quality(q: dict) -> str:
             f"{q['min_hamming']:.4g} ({q['min_hamming_over']}) and mean {q['mean_hamming']:.1f}, share of ones per "
             f"bit {q['bit_balance']['min']:.2f}-{q['bit_balance']['max']:.2f}, Spearman correlation of the source's "
             f"cosine and the codes' Hamming similarity {q['spearman']:.3f} ({q['spearman_pairs']:,} pairs)")
+
+
+MIN_DISTINCT = 0.9  # the share of tokens a frozen code must tell apart (a trained table's: all or nearly all)
+
+
+def require_distinct(quality, source):
+    """quality (code_quality's), unless its codes tell fewer than MIN_DISTINCT of the tokens apart:
+    then the one-line error naming the source table and the fix."""
+    if quality["distinct"] < MIN_DISTINCT * quality["V"]:
+        raise UserError(f"the codes derived from --codes_from {source} tell only {quality['distinct']:,} of "
+                        f"{quality['V']:,} tokens apart (under {MIN_DISTINCT:.0%}); give a trained table with "
+                        f"distinct rows, or more bits (--code_dim, at most n_embd)")
+    return quality

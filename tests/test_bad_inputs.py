@@ -78,6 +78,8 @@ def world(data_dir, tmp_path_factory):
     bad_ids = ids.copy()
     bad_ids[100] = 300  # the vocabulary is 300 tokens: id 300 does not exist
     broken("badid", train_bin=bad_ids.tobytes())
+    broken("emptybin", train_bin=b"")  # a train.bin with no token
+    broken("zerobytes", meta_text=json.dumps({**meta, "splits": {k: {**v, "bytes": 0} for k, v in meta["splits"].items()}}))
     zero_ids = ids.copy()
     zero_ids[::50] = 0  # id 0, whose binary code is all zeros: the BPE leaves it unused now
     uncounted = {k: v for k, v in meta.items() if k != "counts"}  # no counts.npy: counted from the bins
@@ -102,6 +104,8 @@ def world(data_dir, tmp_path_factory):
     (runs / "weights").mkdir()  # the weights alone: enough to sample from, not to resume
     torch.save({key: ckpt[key] for key in ("model", "model_config", "tokenizer")}, runs / "weights" / "ckpt.pt")
     (runs / "empty").mkdir()
+    (runs / "blank").mkdir()
+    (runs / "blank" / "log.jsonl").write_text("")  # a run that has logged nothing yet
     shutil.copytree(data / "tiny", root / "garbled")  # a dataset whose rank file is not one
     (root / "garbled" / "tokenizer.tiktoken").write_text("not base64 at all\n")
     (runs / "zero").mkdir()
@@ -129,6 +133,7 @@ def world(data_dir, tmp_path_factory):
     (root / "small.txt").write_text("The crown of the king is gold.\n" * 50)  # a few dozen BPE merges at most
     (root / "badtail.txt").write_bytes(b"The crown of the king is gold.\n" * 2000 + b"caf\xe9\n")  # bad near the end
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
+    (root / "latin1.py").write_bytes("dataset = 'caf\xe9'\n".encode("latin-1"))  # a config file that is not UTF-8
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
     ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
     packed = packed_ternary(ternary, {**ckpt, "model_config": asdict(ternary.config)})
@@ -143,6 +148,7 @@ def world(data_dir, tmp_path_factory):
     torch.save(packed, runs / "bad.ternary.pt")
     torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
     torch.save(torch.ones(300, 64), root / "flat.pt")  # every row equal: one code for every token
+    torch.save(torch.randn(2, 64)[torch.arange(300) % 2], root / "two.pt")  # two distinct rows: two codes
     for name in ("flipbyte", "nan"):
         shutil.copytree(runs / "good", runs / name)
     flip_tensor_byte(runs / "flipbyte" / "ckpt.pt")  # a weight changed on disk: the zip still whole
@@ -283,6 +289,7 @@ CASES = [
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim=100000 is more than the longest token's"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/flat.pt"], "has every row equal"),
+    ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/two.pt"], "tell only 2 of 300 tokens apart (under 90%)"),
     ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],
      "BPE tokens, not --vocab_size 5,000; give --vocab_size"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
@@ -370,6 +377,16 @@ CASES = [
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"),
     ("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
+    # settings that make no sense together, and inputs that once gave tracebacks
+    ("train", [*TRAIN, "--min_lr=1e-2", "--learning_rate=1e-3"], "min_lr must be at most learning_rate (0.001)"),
+    ("train", [*TRAIN, "--out_dir={data}"], "is inside data_dir"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "is inside data_dir"),
+    ("train", [*TRAIN, "{root}/latin1.py"], "latin1.py is not UTF-8 (near byte 14); save it as UTF-8"),
+    ("train", [*TRAIN, "--dataset=emptybin"], "emptybin/train.bin holds no token; prepare the data again"),
+    ("train", [*TRAIN, "--dataset=zerobytes"], "its train split has no bytes or no tokens); prepare the data again"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--adapt_lr", "nan"], "--adapt_lr must be"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--adapt_lr", "-1"], "--adapt_lr must be"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--batch_size", "0"], "--batch_size must be"),
     # names that would leave their folder
     ("prepare", ["--input", "{root}/small.txt", "--name", "../escape", "--out_dir", "{data}"], "--name must be a plain name"),
     ("compare", ["--results_dir", "{root}", "--name", "../x", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
@@ -383,6 +400,8 @@ CASES = [
      "README.md exists and this command did not write it"),
     ("bench", ["--out", "{root}/quoted.md"], "quoted.md exists and this command did not write it"),
     ("plot", ["{runs}/good", "--out", "{root}/figure.png"], "figure.png exists and this command did not write it"),
+    ("plot", ["{runs}/good", "--out", "{root}/x.jpg"], "x.jpg is not a .png path; tools.plot writes PNG images"),
+    ("plot", ["{runs}/blank"], "blank/log.jsonl holds no loss yet"),
     ("prepare", sft("latin1"), "20 not UTF-8); convert the file to UTF-8"),
     ("prepare", sft("array"), "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
     ("prepare", sft("keys"), "20 no prompt or response); give every row a \"prompt\" and a \"response\" string"),

@@ -32,6 +32,7 @@ over seeds per input.
 """
 
 import heapq
+import math
 import statistics
 import sys
 import time
@@ -270,6 +271,8 @@ def main(argv=None):
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
+        require(math.isfinite(args.adapt_lr) and args.adapt_lr > 0, "--adapt_lr", args.adapt_lr, "a finite number above 0")
+        require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
         plain_name(args.name, "--name", "<results_dir>/<name>.md and .json")
         folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
         results = check_output(Path(folder) / f"{args.name}.md", "--results_dir", ours="python -m tools.extend")

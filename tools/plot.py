@@ -51,7 +51,14 @@ def main(argv=None):
             if not (run / "log.jsonl").is_file():
                 raise UserError(f"{run} has no log.jsonl; give run directories train.py wrote")
             runs[str(run)] = read_log(run / "log.jsonl")
+        empty = [run for run, records in runs.items() if not any(steps for steps, _ in curves(records).values())]
+        if empty:
+            raise UserError(f"{empty[0]}/log.jsonl holds no loss yet (no log line, no evaluation); plot it after "
+                            f"its first log_interval steps")
         out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out", ours=COMMAND)
+        if out.suffix.lower() != ".png":
+            raise UserError(f"--out {out} is not a .png path; tools.plot writes PNG images: give --out a name "
+                            f"ending in .png")
         plot(runs, out)
         print(f"wrote {out}")
 
