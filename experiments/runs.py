@@ -203,7 +203,31 @@ def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node
         return _train_run(argv, Path(directory), max_iters, label, start, nproc_per_node, checkpoint)
 
 
+# Settings that do not make a run another run: where it is and runs, how often it logs, how it ends a
+# bad step (the log records every skipped step), where its codes' source lies (restored runs move)
+WHERE = ("out_dir", "data_dir", "init_from", "overwrite", "device", "dtype", "compile", "eval_only", "dry_run",
+         "log_interval", "always_save_checkpoint", "peak_flops", "nonfinite", "codes_from")
+
+
+def other_settings(directory, argv):
+    """{setting: (the run's, asked)} where the run kept at directory was made with other settings
+    than train.py's arguments argv ask for; {} for a folder with no run yet."""
+    try:
+        kept = json.loads((directory / "config.json").read_text())["settings"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    asked = resolve(script_settings(TRAIN), argv)
+    return {key: (kept[key], asked[key]) for key in sorted(asked.keys() & kept.keys() - set(WHERE))
+            if kept[key] != asked[key]}
+
+
 def _train_run(argv, directory, max_iters, label, start, nproc_per_node, checkpoint):
+    differ = other_settings(directory, argv)
+    if differ:  # a study run again with other settings: never its old numbers under the new name
+        key, (kept, asked) = next(iter(differ.items()))
+        raise UserError(f"{directory} holds a run made with {key}={kept!r}, not {asked!r}"
+                        f"{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}; give the study another "
+                        f"--runs_dir, or move that folder away")
     done = finished(directory, max_iters)
     kept = done and checkpoint and not (directory / CKPT_NAME).exists()
     if kept or not done:

@@ -6,9 +6,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT
 from experiments import runs as runs_module
 from experiments.runs import claimed, held, made_free_first, run_all, run_dir
+from tablefree.common import UserError
 
 CHILD = """
 import sys
@@ -88,3 +91,19 @@ def test_run_all_takes_every_free_run_before_a_held_one_and_frozen_last(tmp_path
     assert made == ["learned-seed0", "binary-seed0", "binary-seed1", "learned-seed1", "frozen-seed0", "frozen-seed1"]
     assert runs == {kind: [f"{kind}-seed0", f"{kind}-seed1"] for kind in ("learned", "frozen", "binary")}
     assert list(runs) == ["learned", "frozen", "binary"]
+
+
+def test_a_run_kept_with_other_settings_is_refused_not_reported_as_the_new_ones(data_dir, tmp_path, capsys):
+    """issue 54: a study run again into the same --runs_dir with another setting once read the old
+    run and reported it under the new setting; now it names the setting. Where the run is kept, how
+    often it logs and the like (runs_module.WHERE) do not make it another run."""
+    from conftest import TINY
+    argv = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=2", "--eval_interval=2",
+            "--lr_decay_iters=2"]
+    directory = tmp_path / "learned-seed0"
+    runs_module.train_run(argv, directory, 2, "learned")
+    assert runs_module.train_run([*argv, "--log_interval=5", "--device=cpu"], directory, 2, "again")["val_loss"] > 0
+    with pytest.raises(UserError, match=r"learned-seed0 holds a run made with learning_rate=0.003, not 0.001; give "
+                                        r"the study another --runs_dir"):
+        runs_module.train_run([*argv, "--learning_rate=1e-3"], directory, 2, "learned")
+    assert runs_module.other_settings(tmp_path / "nothing", argv) == {}
