@@ -20,7 +20,7 @@ from pathlib import Path
 
 from experiments.runs import ROOT, finished
 from tablefree.checkpoint import CKPT_NAME
-from tablefree.common import ArgumentParser, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, user_errors, write_atomic
 
 RUNS_DIRS = ("out-compare", "out-extension", "out-fairness", "out-regime", "out-scaling")  # the queue's experiments' runs
 KEPT = ROOT / "results" / "runs"
@@ -85,6 +85,10 @@ def main(argv=None):
     p.add_argument("--kept", default=str(KEPT), help="where the kept files go (default: results/runs)")
     with user_errors("keep.py"):
         args = p.parse_args(sys.argv[1:] if argv is None else argv)
+        for flag, folder in (("--checkout", args.checkout), ("--kept", args.kept)):
+            if not Path(folder).is_dir() and (flag == "--checkout" or args.verb == "restore"):
+                raise UserError(f"{flag} {folder} is not a folder; give the checkout (default: here) and the kept "
+                                f"runs (default: results/runs) as they are")
         n = (save if args.verb == "save" else restore)(Path(args.checkout), Path(args.kept))
     print(f"{args.verb}: {n} file(s)")
 

@@ -115,11 +115,14 @@ def replacing(path):
 def write_failed(path, e):
     """The one-line error for a write to path that failed with e (an OSError, or the error of a
     library that caught one: torch.save's); e itself when it is no such failure."""
+    if isinstance(e, UserError):  # a refusal of the writer's own (raised while handling an OSError or not)
+        return e
     error = e if isinstance(e, OSError) else e.__context__
     if not isinstance(error, OSError):
         return e
-    return UserError(f"cannot write {path} ({error.strerror or error}); the previous version is intact: "
-                     f"free some disk space or choose another directory, then run again")
+    kept = "the previous version is intact" if Path(path).exists() else "nothing was left half-written"
+    return UserError(f"cannot write {path} ({error.strerror or error}); {kept}: free some disk space or choose "
+                     f"another directory, then run again")
 
 
 def fsync_directory(directory):

@@ -4,6 +4,8 @@ Run: python -m pytest tests/test_keep.py"""
 
 import json
 
+import pytest
+
 from conftest import TINY
 from experiments import extension, keep
 
@@ -60,3 +62,11 @@ def test_a_fresh_checkout_reads_the_kept_runs_and_retrains_only_what_it_needs(da
     assert out.count("its checkpoint was not kept, training it again") == 1 and "== frozen" not in out
     assert more["summary"]["8-mean-0"] == first["summary"]["8-mean-0"]
     assert more["runs"]["extend-8-random-0"][0]["before"] == first["runs"]["extend-8-mean-0"][0]["before"]
+
+
+def test_restore_from_a_missing_folder_is_one_line(tmp_path):
+    """issue 54: it once restored nothing and said 'restore: 0 file(s)'."""
+    with pytest.raises(SystemExit, match=r"keep.py: error: --kept .*nowhere is not a folder"):
+        keep.main(["restore", "--checkout", str(tmp_path), "--kept", str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit, match=r"keep.py: error: --checkout .*nowhere is not a folder"):
+        keep.main(["save", "--checkout", str(tmp_path / "nowhere"), "--kept", str(tmp_path)])

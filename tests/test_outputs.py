@@ -11,7 +11,7 @@ import pytest
 import train
 from conftest import ROOT, TINY
 from tablefree import common
-from tablefree.common import UserError, check_output, replace_folder
+from tablefree.common import UserError, check_output, replace_folder, write_atomic
 from tablefree.configurator import resolve
 from tablefree.data import open_split, read_meta
 
@@ -153,3 +153,25 @@ def test_kill_9_during_export_leaves_the_old_export_or_the_new_one(exports, tmp_
     subprocess.run([sys.executable, "-m", "tools.export", "--ckpt", str(runs[4]), "--out", str(out)],
                    cwd=ROOT, check=True, capture_output=True)
     assert files(out) == new and sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_a_refusal_inside_a_write_is_not_blamed_on_the_disk(tmp_path):
+    """issue 54: a writer's own refusal raised while it handled an OSError (a missing Debian
+    package, a folder given as a file) was reported as a full disk; and a first write that fails
+    does not claim a previous version it never had."""
+    def build(folder):
+        try:
+            open(folder / "missing" / "file")
+        except OSError:
+            raise UserError("the King James Bible comes from Debian's bible-kjv package; install it") from None
+    with pytest.raises(UserError, match="^the King James Bible comes from"):
+        replace_folder(tmp_path / "dataset", build)
+
+    def full(f):
+        raise OSError(28, "No space left on device")
+    with pytest.raises(UserError, match=r"No space left on device\); nothing was left half-written"):
+        write_atomic(tmp_path / "new.json", full)
+    (tmp_path / "old.json").write_text("{}")
+    with pytest.raises(UserError, match=r"the previous version is intact"):
+        write_atomic(tmp_path / "old.json", full)
+    assert (tmp_path / "old.json").read_text() == "{}" and not (tmp_path / "dataset").exists()

@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 import shutil
 import tarfile
 import zlib
@@ -229,3 +230,16 @@ def test_the_bible_is_read_by_book():
     books = corpus.kjv_books()
     assert len(books) == 66 and books[0].startswith("In the beginning God created the heaven and the earth.\n")
     assert books[-1].rstrip().endswith("The grace of our Lord Jesus Christ be with you all. Amen.")
+
+
+@pytest.mark.parametrize("asked", [512, 300])  # a power of two reserves one id more than the number it suggests
+def test_too_large_a_vocabulary_names_one_that_works(tmp_path, asked):
+    """issue 54: the suggested --vocab_size once led to a second refusal ('give 288', then 'only 287')."""
+    text = tmp_path / "small.txt"
+    text.write_text("The crown of the king is gold.\n" * 50)
+    argv = ["--input", str(text), "--name", "small", "--out_dir", str(tmp_path / "data"), "--quiet"]
+    with pytest.raises(UserError) as error:
+        prepare.prepare(prepare.parse_args([*argv, "--vocab_size", str(asked)]))
+    suggested = re.search(r"give --vocab_size (\d+) or more text", str(error.value)).group(1)
+    meta = prepare.prepare(prepare.parse_args([*argv, "--vocab_size", suggested]))
+    assert meta["vocab_size"] == int(suggested)
