@@ -101,21 +101,35 @@ def forward_memory(config, batch_size, dtype):
             "activations": (config.n_layer * layer_sequence + rest_sequence) * sequences}
 
 
+def at_depth(config, measure):
+    """measure(model) (numbers, in tuples and dicts) of the config's model, from meta models of 1 and 2
+    blocks: every count here is a + b n_layer (the blocks are alike), so two depths give it exactly,
+    in milliseconds where building n_layer blocks would take minutes at an absurd depth."""
+    with torch.device("meta"):
+        one, two = (measure(GPT(replace(config, n_layer=n))) for n in (1, 2))
+
+    def extend(a, b):
+        if isinstance(a, dict):
+            return {key: extend(a[key], b[key]) for key in a}
+        if isinstance(a, tuple):
+            return tuple(map(extend, a, b))
+        return a + (b - a) * (config.n_layer - 1)
+    return extend(one, two)
+
+
 def estimate_cost(s, vocab_size, activations=True):
     """The cost of the run the settings s describe, as a dict (describe_cost prints it).
 
     activations=False leaves out the one measured part (the CPU probes), for quick checks."""
     config = model_config(s, vocab_size)
-    with torch.device("meta"):
-        model = GPT(config)
-    counts = param_counts(model)
+    counts, per_token, buffers = at_depth(config, lambda model: (param_counts(model), flops_per_token(model),
+                                                                 sum(b.nbytes for b in model.buffers())))
     dtype = DTYPES.get(s.dtype, torch.bfloat16)  # 'auto': bfloat16, what a GPU run picks
     tokens_per_step = s.gradient_accumulation_steps * s.batch_size * s.block_size
-    per_token = flops_per_token(model)
     evaluations = s.max_iters // s.eval_interval + 1
     eval_tokens = evaluations * 2 * s.eval_iters * s.batch_size * s.block_size  # two splits, forward only
     flops = per_token * tokens_per_step * s.max_iters + per_token / 3 * eval_tokens
-    memory = {"weights": 4 * counts["trainable"] + sum(b.nbytes for b in model.buffers()),
+    memory = {"weights": 4 * counts["trainable"] + buffers,
               "gradients": 4 * counts["trainable"], "AdamW state": 8 * counts["trainable"]}
     unmeasured = None  # the probe's size, when it is too large to build
     if activations:

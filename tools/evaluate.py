@@ -222,6 +222,10 @@ def evaluate(args):
             json.dumps({"task": task, **a}) + "\n" for task, items in answers.items() for a in items]))
     write_atomic(out, json_report(COMMAND, report))
     print("\n".join(table(results)))
+    if "val" in results:  # why it is not the training log's last val loss
+        print(f"val: every one of the {results['val']['n']:,} held-out tokens scored (windows of block_size); "
+              f"train.py's val loss is the mean of eval_iters random batches, so the two differ a little",
+              file=sys.stderr)
     print(f"wrote {out}", file=sys.stderr)
     return report
 
