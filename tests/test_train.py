@@ -205,3 +205,36 @@ def test_each_evaluation_logs_the_inputs_and_the_heads_norms(data_dir, tmp_path,
     head = weights["lm_head.weight"].norm(dim=-1)
     assert norms["input"] == pytest.approx({"mean": inputs.mean().item(), "std": inputs.std().item()}, rel=1e-5)
     assert norms["head"] == pytest.approx({"mean": head.mean().item(), "std": head.std().item()}, rel=1e-5)
+
+
+def test_two_nodes_on_one_machine_match_one_process_and_resume_across_them(data_dir, tmp_path):
+    """issue 54: torchrun across nodes, as docs/training.md says: two launchers (--nnodes=2,
+    --node_rank=0 and 1) on localhost with gloo. The dataset is on every node and the run folder
+    shared (rank 0 writes it; every rank resumes from it). The losses are one process's, to float
+    tolerance, and a run stopped at step 4 resumes across both nodes to step 8."""
+    common = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--input=binary", "--lr_decay_iters=8",
+              "--eval_interval=4", f"--out_dir={tmp_path / 'nodes'}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def two_nodes(*extra, port):
+        launchers = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={rank}",
+                                       "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={port}",
+                                       "train.py", *common, *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+        for launcher in launchers:
+            out, err = launcher.communicate(timeout=600)
+            assert launcher.returncode == 0, err[-2000:]
+
+    two_nodes("--max_iters=4", port=29541)
+    two_nodes("--max_iters=8", "--init_from=resume", port=29542)
+    run(data_dir, tmp_path / "single", *common[3:-1], "--max_iters=8")
+    logs = [[json.loads(line) for line in (tmp_path / name / "log.jsonl").read_text().splitlines()]
+            for name in ("nodes", "single")]
+    evals = [[(r["iter"], r["val_loss"]) for r in log if "val_loss" in r] for log in logs]
+    assert [i for i, _ in evals[0]] == [i for i, _ in evals[1]] == [0, 4, 8]
+    assert [v for _, v in evals[0]] == pytest.approx([v for _, v in evals[1]], rel=1e-5)
+    rank0, rank1 = [r for r in logs[0] if "rank_checksums" in r][-1]["rank_checksums"]
+    assert rank0 == rank1
+    single, nodes = weights(tmp_path / "single"), weights(tmp_path / "nodes")
+    for k in single:
+        assert torch.allclose(single[k], nodes[k], atol=1e-5), k
