@@ -3,9 +3,8 @@
     python train.py config/shakespeare.py                          # CPU quick start
     python train.py config/shakespeare.py --input=learned          # the baseline
     torchrun --nproc_per_node=8 train.py config/binary.py          # the papers' 32-layer shape
-    torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 train.py config/binary.py
-    torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500 train.py config/binary.py
-                                         # two nodes: the data on each, out_dir on shared storage (docs/training.md)
+    torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=ADDR --master_port=29500 train.py ...
+                                   # and --node_rank=1 on the second node: data on each, out_dir shared (docs/training.md)
     python train.py config/binary_1p7b.py --dry_run=True           # what a run costs, before it starts
     python train.py --init_from=resume --out_dir=out               # continue a run, its recipe from its checkpoint
     python train.py config/finetune_kjv.py                         # fine-tune a trained model on new data
