@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from model import GPTConfig
-from tablefree.common import UserError, holds_work, require
+from tablefree.common import UserError, require
 
 
 def check(key, value, defaults):
@@ -169,9 +169,9 @@ def check_settings(settings):
     require(s.min_lr <= s.learning_rate, "min_lr", s.min_lr, f"at most learning_rate ({s.learning_rate:g}): the "
             f"schedule decays from learning_rate down to min_lr")
     out, data = Path(s.out_dir).resolve(), Path(s.data_dir).resolve()
-    if (out == data or data in out.parents) and not holds_work(out):  # a dataset itself: train.py says so
-        raise UserError(f"out_dir {s.out_dir} is inside data_dir {s.data_dir}, where the datasets live; give the run a "
-                        f"folder of its own (--out_dir=out-mine)")
+    if out == data or data / s.dataset in out.parents:  # the dataset's own folder: train.py says it holds one
+        raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside its dataset, where prepare.py writes; "
+                        f"give the run a folder of its own (--out_dir=out-mine)")
     for key, choices in CHOICES.items():
         require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
     model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)

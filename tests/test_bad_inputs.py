@@ -379,8 +379,8 @@ CASES = [
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
     # settings that make no sense together, and inputs that once gave tracebacks
     ("train", [*TRAIN, "--min_lr=1e-2", "--learning_rate=1e-3"], "min_lr must be at most learning_rate (0.001)"),
-    ("train", [*TRAIN, "--out_dir={data}"], "is inside data_dir"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "is inside data_dir"),
+    ("train", [*TRAIN, "--out_dir={data}"], "or inside its dataset, where prepare.py writes; give the run a folder"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "or inside its dataset, where prepare.py writes"),
     ("train", [*TRAIN, "{root}/latin1.py"], "latin1.py is not UTF-8 (near byte 14); save it as UTF-8"),
     ("train", [*TRAIN, "--dataset=emptybin"], "emptybin/train.bin holds no token; prepare the data again"),
     ("train", [*TRAIN, "--dataset=zerobytes"], "its train split has no bytes or no tokens); prepare the data again"),

@@ -181,6 +181,8 @@ def extend_run(path, args):
     first, second = halves([d for d in docs if d])
     info, V = ckpt["tokenizer"]["info"], ckpt["model_config"]["vocab_size"]
     ranks = parse_ranks(ckpt["tokenizer"]["ranks"].encode())
+    codes_from = ckpt["model_config"].get("codes_from")
+    source = read_code_source(codes_from, V) if codes_from else None  # frozen codes' table, for new words
     merges = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
     if len(merges) < args.new_tokens:  # every adjacent pair inside a chunk of the held-out half is merged
         raise UserError(f"the held-out text gives only {len(merges):,} new words, not --new_tokens {args.new_tokens:,}; "
@@ -189,8 +191,6 @@ def extend_run(path, args):
     pieces = old_pieces(ranks, merges)
     counts = token_counts(directory, meta, "train")
     before = measure(model, enc, encode_docs(enc, second), counts, V, args)
-    codes_from = ckpt["model_config"].get("codes_from")
-    source = read_code_source(codes_from, V) if codes_from else None  # frozen codes' table, for new words
     try:
         note = add_tokens(model, pieces, [a + b for a, b in merges], source)
     except ValueError as e:
