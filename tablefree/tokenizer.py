@@ -130,8 +130,18 @@ def tokenizer_state(info, rank_file):
 
 
 def load_encoding(state):
-    """The tiktoken Encoding a checkpoint's tokenizer entry describes (tokenizer_state)."""
-    return make_encoding(state["info"], parse_ranks(state["ranks"].encode()))
+    """The tiktoken Encoding a checkpoint's tokenizer entry describes (tokenizer_state); a damaged
+    entry (a checkpoint from before its crc32 covered the tokenizer) is a one-line error."""
+    try:
+        ranks = parse_ranks(state["ranks"].encode())
+        if not ranks or b"" in ranks or len(set(ranks.values())) != len(ranks):  # tiktoken would panic in Rust
+            raise ValueError("an empty token or a rank given twice")
+        return make_encoding(state["info"], ranks)
+    except UserError:
+        raise
+    except Exception as e:  # binascii, regex, tiktoken and key errors alike: the entry is not one we wrote
+        raise UserError(f"the checkpoint's tokenizer is damaged ({type(e).__name__}); restore the checkpoint from a "
+                        f"copy, or train again") from None
 
 
 def token_bytes(enc, t):

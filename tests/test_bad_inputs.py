@@ -29,7 +29,7 @@ from conftest import TINY, flip_tensor_byte
 from experiments import bench, compare
 from model import GPT, GPTConfig
 from tablefree.checkpoint import save_checkpoint
-from tablefree.checksum import tensors_sha256
+from tablefree.checksum import state_crc32, tensors_sha256
 from tablefree.common import pyplot
 from tablefree.configurator import resolve
 from tablefree.packed import packed_ternary
@@ -155,6 +155,10 @@ def world(data_dir, tmp_path_factory):
     diverged = {**ckpt, "model": {**ckpt["model"], "lm_head.weight": torch.full_like(ckpt["model"]["lm_head.weight"],
                                                                                      float("nan"))}}
     save_checkpoint(diverged, runs / "nan")  # whole, checksummed, and nan
+    (runs / "oldtok").mkdir()  # from before the crc32 covered the tokenizer, with a damaged one
+    old = {k: v for k, v in ckpt.items() if k not in ("crc32", "crc32_covers")}
+    old["tokenizer"] = {**old["tokenizer"], "ranks": "!!! 1\n"}
+    torch.save({**old, "crc32": state_crc32(old, everything=False)}, runs / "oldtok" / "ckpt.pt")
     (runs / "other").mkdir()  # the same shape as good, other weights
     save_checkpoint({**ckpt, "model": {**ckpt["model"], "lm_head.weight": 2 * ckpt["model"]["lm_head.weight"]}},
                     runs / "other")
@@ -255,6 +259,7 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "-1"], "--temperature must be a finite number at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--top_k", "-5"], "--top_k must be at least 0"),
     ("sample", ["--ckpt", "{runs}/good", "--num_samples", "0"], "--num_samples must be at least 1"),
+    ("sample", ["--ckpt", "{runs}/oldtok"], "the checkpoint's tokenizer is damaged (ValueError); restore the checkpoint"),
     ("sample", ["--ckpt", "{runs}/good", "--device=xpu"], "device 'xpu' is not available on this machine; use 'cpu'"),
     ("sample", ["--ckpt", "{runs}/good", "--device=gpu:0"], "device 'gpu:0' is not a device name; use 'auto', 'cpu'"),
     ("sample", ["--ckpt", "{runs}/good", "--seed", str(2 ** 70)], "--seed must be a whole number from 0 to 2^63 - 1"),
