@@ -150,24 +150,25 @@ def flat_file(path, ckpt):
     return flat
 
 
-def binary():
-    """The runtime's executable, built from run.c (and kernel.c) at first use into the cache folder
-    kernel.py uses, keyed by their sources; a one-line error where it cannot be built."""
+def binary(source=SOURCE, what="the C runtime", instead="sample with --engine torch"):
+    """The executable of an AVX2 C program (the runtime: run.c, which includes kernel.c; or another, as
+    experiments/bandwidth.c), built at first use into the cache folder kernel.py uses, keyed by its
+    sources; a one-line error naming `what` and the fix `instead` where it cannot be built."""
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
-        raise UserError("the C runtime needs a CPU with AVX2 (its 2-bit kernel); sample with --engine torch")
+        raise UserError(f"{what} needs a CPU with AVX2; {instead}")
     gcc = shutil.which("gcc")
     if gcc is None:
-        raise UserError("the C runtime is built with gcc, which is not installed; install gcc or sample with "
-                        "--engine torch")
-    sources = SOURCE.read_bytes() + (SOURCE.parent / "kernel.c").read_bytes()
-    built = kernel.cache_dir() / f"run-{hashlib.sha256(sources).hexdigest()[:16]}"
+        raise UserError(f"{what} is built with gcc, which is not installed; install gcc or {instead}")
+    source = Path(source)
+    sources = source.read_bytes() + ((source.parent / "kernel.c").read_bytes() if source == SOURCE else b"")
+    built = kernel.cache_dir() / f"{source.stem}-{hashlib.sha256(sources).hexdigest()[:16]}"
     if not built.exists():
         built.parent.mkdir(parents=True, exist_ok=True)
         tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
-        done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", str(SOURCE), "-o", str(tmp), "-lm"],
+        done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", str(source), "-o", str(tmp), "-lm"],
                               capture_output=True, text=True)
         if done.returncode:
-            raise UserError(f"gcc could not build the C runtime ({done.stderr.strip()[:160]}); sample with --engine torch")
+            raise UserError(f"gcc could not build {what} ({done.stderr.strip()[:160]}); {instead}")
         os.replace(tmp, built)  # whole or not at all, for a concurrent first use
     return built
 

@@ -62,3 +62,12 @@ def test_a_section_measured_again_replaces_only_itself(tmp_path):
     assert report.index("## train") < report.index("## generate") < report.index("## prepare")  # the sections' order
     assert "`python -m experiments.bench --quick --sections generate --out " in report.split("## generate")[1]
     assert list(json.loads((tmp_path / "B.json").read_text())["measured"]) == ["generate"]
+
+
+def test_the_bandwidth_probe_reads_its_whole_array_with_the_threads_asked():
+    """experiments/bandwidth.c: the sum it prints is the element count only if every element was
+    read; the figure itself is a benchmark's (results/BENCHMARKS.md), not a test's."""
+    from experiments.bandwidth import read_bandwidth
+    for threads in (1, 2):
+        probe = read_bandwidth(threads, mib=16, repetitions=1)
+        assert probe["bytes"] == 16 << 20 and probe["threads"] == threads and probe["gb_s"] > 0
