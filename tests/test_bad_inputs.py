@@ -407,6 +407,7 @@ CASES = [
      "README.md exists and this command did not write it"),
     ("bench", ["--out", "{root}/quoted.md"], "quoted.md exists and this command did not write it"),
     ("plot", ["{runs}/good", "--out", "{root}/figure.png"], "figure.png exists and this command did not write it"),
+    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--remote_code"], "--remote_code is for --format hf, not gguf"),
     ("plot", ["{runs}/good", "--out", "{root}/x.jpg"], "x.jpg is not a .png path; tools.plot writes PNG images"),
     ("plot", ["{runs}/blank"], "blank/log.jsonl holds no loss yet"),
     ("prepare", sft("latin1"), "20 not UTF-8); convert the file to UTF-8"),

@@ -74,7 +74,7 @@ def test_train_resume_finetune_sample_and_exports(data_dir, tmp_path):
     greedy = sample.sample(sample.parse_args(["--ckpt", str(tmp_path / "frozen"), "--temperature", "0",
                                               "--max_new_tokens", "12", "--num_samples", "1"]))
     assert len(greedy[0]) == 12
-    for fmt in ("hf", "gguf"):
-        with pytest.raises(SystemExit, match="head='codes'.*export --format ternary"):
-            export.main(["--ckpt", str(tmp_path / "frozen"), "--format", fmt])
-    assert not (tmp_path / "frozen" / "hf").exists()
+    with pytest.raises(SystemExit, match="head='codes'.*export --format ternary"):
+        export.main(["--ckpt", str(tmp_path / "frozen"), "--format", "gguf"])
+    export.main(["--ckpt", str(tmp_path / "frozen"), "--format", "hf"])  # GPT-NeoX cannot: our own modelling file
+    assert (tmp_path / "frozen" / "hf" / "modeling_tablefree.py").exists()

@@ -108,15 +108,6 @@ def test_merges_recovered_from_ranks_encode_as_tiktoken():
         bpe_merges({b"a": 0, b"b": 1, b"c": 2, b"abc": 3})
 
 
-def test_a_ternary_body_is_refused(data_dir, tmp_path):
-    run = tmp_path / "ternary"
-    train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), "--dataset=tiny", f"--out_dir={run}", *TINY,
-                                         "--body=ternary", "--max_iters=1", "--eval_interval=1"]))
-    with pytest.raises(SystemExit, match="export.py: error: the checkpoint's body is 'ternary'.*--format ternary"):
-        export.main(["--ckpt", str(run), "--format", "hf"])
-    assert not (run / "hf").exists()
-
-
 def test_the_real_harness_scores_as_eval_py(runs, tmp_path):
     pytest.importorskip("lm_eval", reason="the harness comparison needs lm-eval: pip install -r requirements-dev.txt")
     from test_eval import write_jsonl_folder

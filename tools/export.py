@@ -11,7 +11,10 @@ gguf: one file llama.cpp loads (architecture gptneox, the tokenizer inside); a f
 F32, F16 or Q8_0, a ternary body as TQ2_0 or TQ1_0; what is stored and how is in gguf.py.
 
 hf: GPT-NeoX weights (model.safetensors), config.json, generation_config.json, the tokenizer
-as tokenizer.json, and a model card; how our GPT maps onto NeoX is in hf.py.
+as tokenizer.json, and a model card; how our GPT maps onto NeoX is in hf.py. A model NeoX cannot
+hold (the frozen code head, a ternary body), or any with --remote_code, gets tablefree's own
+modelling file instead (tools/modeling_tablefree.py, loaded with trust_remote_code=True): the
+frozen codes as bits, a ternary body at 2 bits a weight; a line says which folder was written.
 
 ternary: the packed BitNet b1.58 model. Each ternary Linear of the body becomes 2 bits a weight
 (ternary.pack_ternary) and one float32 scale gamma; every float matrix outside the body (the
@@ -49,6 +52,8 @@ def main(argv=None):
                    "a ternary one")
     p.add_argument("--gguf_type", choices=FLOAT_TYPES + TERNARY_TYPES, help="gguf: the body's weights (default: F32 "
                    "for a float body, TQ2_0 for a ternary one)")
+    p.add_argument("--remote_code", action="store_true", help="hf: write tablefree's own modelling file even where "
+                   "GPT-NeoX holds the model (loaded with trust_remote_code=True)")
     p.add_argument("--out", help="the folder (hf) or file (ternary, gguf) to write (default: hf/, model.ternary.pt "
                    "or model.<type>.gguf beside the checkpoint)")
     with user_errors("export.py"):
@@ -57,12 +62,14 @@ def main(argv=None):
         model = build_model(ckpt)
         fmt = args.format or ("hf" if model.config.body == "float" else "ternary")
         gguf_type = args.gguf_type or ("F32" if model.config.body == "float" else "TQ2_0")
+        if args.remote_code and fmt != "hf":
+            raise UserError(f"--remote_code is for --format hf, not {fmt}; add --format hf or drop --remote_code")
         if args.gguf_type and fmt != "gguf":
             raise UserError(f"--gguf_type is for --format gguf, not {fmt}; add --format gguf or drop --gguf_type")
         names = {"hf": "hf", "ternary": "model.ternary.pt", "gguf": f"model.{gguf_type.lower()}.gguf"}
         out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / names[fmt]
         if fmt == "hf":
-            export_hf(model, ckpt, out)
+            print(f"{out}: {export_hf(model, ckpt, out, remote=args.remote_code)[1]}", file=sys.stderr)
         else:
             check_output(out, "--out", ours=OURS[fmt])
         if fmt == "gguf":

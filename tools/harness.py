@@ -82,12 +82,13 @@ def run_harness(ckpt, model, path, tasks, args):
     except ImportError:
         raise UserError("--harness needs lm-eval: pip install -r requirements-extras.txt") from None
     run = path.parent
-    hf_dir = export_hf(model, ckpt, run / "hf", "--ckpt")  # beside the checkpoint --ckpt names
+    hf_dir, written = export_hf(model, ckpt, run / "hf", "--ckpt")  # beside the checkpoint --ckpt names
     folder = check_output(run / "harness", "--ckpt", own=("*.jsonl", f"{PREFIX}*.yaml"))
     replace_folder(folder, lambda tmp: [write_task(name, rows, info["split"], tmp, folder)
                                         for name, (rows, info) in tasks.items()])
     names = [PREFIX + n for n in tasks]
-    model_args = f"pretrained={hf_dir},dtype=float32"
+    remote = ",trust_remote_code=True" if "trust_remote_code" in written else ""  # tablefree's own modelling file
+    model_args = f"pretrained={hf_dir},dtype=float32{remote}"
     device = pick_device(args.device)
     command = (f"lm_eval --model hf --model_args {model_args} --device {device} --batch_size {args.batch_size} "
                f"--include_path {folder} --tasks {','.join(names)}")

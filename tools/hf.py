@@ -25,11 +25,15 @@ head (head='codes'), whose bias per token NeoX's output layer lacks.
 import importlib.util
 import inspect
 import json
+from pathlib import Path
 
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from codes import code_bits
+from model import frozen_dim
 from tablefree.common import UserError, check_output, replace_folder
+from tablefree.packed import packed_ternary, tied_head
 from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 
 
@@ -168,8 +172,81 @@ is our byte-level BPE, encoding as tiktoken does; end of text is id {eot}.
 """
 
 
+def remote_card(ckpt, fields):
+    """README.md of the remote-code folder: what the input and head are, what is frozen, the papers, how to load."""
+    frozen = {"learned": "nothing at the input: the table is trained", "binary": "the input: the id's bits, no table",
+              "affine": "the input: the id's bits through a fixed affine map over GF(2) (A and b stored)",
+              "kronecker": "the byte x position code (the projection W is trained)",
+              "frozen": "the input: sign bits of a learned table's top principal components, stored as bits"}[fields["input"]]
+    head = {"untied": "a trained V x n_embd projection", "tied": "the input table, tied",
+            "codes": "the frozen codes read back: logits = (W h) C^T / sqrt(D) + b, W and b trained"}[fields["head"]]
+    return f"""---
+library_name: transformers
+tags: [tablefree]
+---
+# tablefree GPT: input `{fields['input']}`, head `{fields['head']}`, body `{fields['body']}`
+
+Trained with tablefree (a from-scratch GPT without a trainable input table): {fields['n_layer']} layers, n_embd
+{fields['n_embd']}, {fields['n_head']} heads, context {fields['block_size']}, vocabulary {fields['vocab_size']:,},
+{ckpt.get('iter_num', 0):,} training steps on `{ckpt.get('settings', {}).get('dataset', '?')}`.
+
+- Frozen: {frozen}.
+- Head: {head}.
+- Body: {"BitNet b1.58 ternary Linears (weights stored at 2 bits with one scale each, activations quantised to int8 per token)" if fields['body'] == 'ternary' else "float"}.
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)  # modeling_tablefree.py
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # transformers 5 reads the config first
+```
+
+modeling_tablefree.py imports torch and transformers only (written for transformers 5.24). The codes: A. Bochkov, "Language Models
+Without a Trainable Input Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026,
+arXiv:2605.09751); frozen sign-PCA codes read back as the head, with a ternary body: the frozen-code
+paper (one table of codes in and out, as in Gemma 3 270M's tied table); Kronecker Embeddings (2026,
+arXiv:2605.29459).
+"""
+
+
 HF_FILES = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json", "README.md")  # what export_hf writes, and all it may replace
+            "special_tokens_map.json", "README.md", "modeling_tablefree.py")  # what export_hf writes, all it may replace
+MODELING = Path(__file__).with_name("modeling_tablefree.py")  # the remote code, copied into the folder
+
+
+def neox_cannot(config):
+    """Why GPT-NeoX cannot hold this model ('' when it can)."""
+    if config.head == "codes":
+        return "its frozen codes are read back as its head, with a bias per token, which NeoX's output layer lacks"
+    if config.body != "float":
+        return f"its {config.body} body quantises its activations, which NeoX's float Linears cannot express"
+    return ""
+
+
+def remote_config(config, eot):
+    """config.json of the remote-code folder: modeling_tablefree.TablefreeConfig's fields and auto_map."""
+    bits = {"binary": code_bits(config.vocab_size) + config.extra_bits, "affine": code_bits(config.vocab_size) +
+            config.extra_bits, "frozen": frozen_dim(config)}.get(config.input, 0)
+    head = "codes" if config.head == "codes" else "tied" if config.tie_weights else "untied"
+    return {"architectures": ["TablefreeForCausalLM"], "model_type": "tablefree",
+            "auto_map": {"AutoConfig": "modeling_tablefree.TablefreeConfig",
+                         "AutoModelForCausalLM": "modeling_tablefree.TablefreeForCausalLM"},
+            "vocab_size": config.vocab_size, "block_size": config.block_size, "n_layer": config.n_layer,
+            "n_head": config.n_head, "n_embd": config.n_embd, "mlp_hidden": config.mlp_hidden(), "bias": config.bias,
+            "input": config.input, "head": head, "body": config.body, "bits": bits, "lift": config.lift,
+            "code_values": config.code_values, "pos_dim": config.pos_dim, "rope_base": config.rope_base,
+            "bos_token_id": eot, "eos_token_id": eot, "torch_dtype": "float32"}
+
+
+def remote_weights(model, ckpt):
+    """{name: tensor} of the remote-code folder, in model.py's names: a float body's state dict, or a
+    ternary body's packed file (each ternary weight as `<layer>.packed`, 2 bits, and `<layer>.gamma`)."""
+    if model.config.body == "float":
+        return {k: v.contiguous() for k, v in model.state_dict().items() if k not in tied_head(model.config)}
+    contents = packed_ternary(model, ckpt)
+    weights = dict(contents["model"])
+    for name, layer in contents["ternary"].items():
+        weights |= {f"{name}.packed": layer["packed"], f"{name}.gamma": layer["gamma"].float().reshape(())}
+    return {k: v.contiguous() for k, v in weights.items()}
 
 
 def neox_head(config, where):
@@ -180,30 +257,52 @@ def neox_head(config, where):
                         f"sample it with sample.py")
 
 
-def export_hf(model, ckpt, out, flag="--out"):
+def export_hf(model, ckpt, out, flag="--out", remote=False):
     """Write the transformers folder `out` whole, or leave any old one as it was; refuse a folder
-    that holds anything else (a run, a dataset), naming `flag`, the option that chose out."""
+    that holds anything else (a run, a dataset), naming `flag`, the option that chose out. GPT-NeoX
+    where it holds the model (no remote code); else, or when asked (remote), tablefree's own
+    modelling file (trust_remote_code). Returns (out, the line saying which and why)."""
     if importlib.util.find_spec("safetensors") is None:  # checked before anything is written
         raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt")
-    config = model.config
-    neox_head(config, "transformers")
-    if config.body != "float":
-        raise UserError(f"the checkpoint's body is {config.body!r}: its activations are quantised, which GPT-NeoX "
-                        f"cannot express; export it with --format ternary")
+    cannot = neox_cannot(model.config)
     out = check_output(out, flag, own=HF_FILES)
+    if cannot or remote:
+        replace_folder(out, lambda tmp: write_remote_folder(model, ckpt, tmp))
+        why = f"GPT-NeoX cannot hold it: {cannot}" if cannot else "asked with --remote_code"
+        return out, f"a tablefree folder with its own modelling file (load with trust_remote_code=True): {why}"
     replace_folder(out, lambda tmp: write_folder(model, ckpt, tmp))
-    return out
+    return out, "a GPT-NeoX folder (transformers loads it without remote code)"
 
 
 def write_folder(model, ckpt, tmp):
-    """The transformers folder's files, into tmp."""
+    """The GPT-NeoX folder's files, into tmp."""
+    config, eot = model.config, ckpt["tokenizer"]["info"]["eot_id"]
+    write_weights(tmp, neox_weights(model))
+    (tmp / "config.json").write_text(json.dumps(neox_config(config, eot), indent=2))
+    write_tokenizer(tmp, ckpt, config, eot)
+    description = inspect.getdoc(type(model.wte)).split("\n\n")[0]  # the input module's own summary
+    (tmp / "README.md").write_text(model_card(ckpt, config, description, eot))
+
+
+def write_remote_folder(model, ckpt, tmp):
+    """The remote-code folder's files, into tmp: modeling_tablefree.py beside the weights it reads."""
+    config, eot = model.config, ckpt["tokenizer"]["info"]["eot_id"]
+    write_weights(tmp, remote_weights(model, ckpt))
+    (tmp / "config.json").write_text(json.dumps(remote_config(config, eot), indent=2))
+    (tmp / "modeling_tablefree.py").write_bytes(MODELING.read_bytes())
+    write_tokenizer(tmp, ckpt, config, eot)
+    (tmp / "README.md").write_text(remote_card(ckpt, remote_config(config, eot)))
+
+
+def write_weights(tmp, weights):
     from safetensors.torch import save  # optional: export_hf has checked it is there
 
-    config = model.config
-    eot = ckpt["tokenizer"]["info"]["eot_id"]
     # written by Python, not the library's Rust writer, so a full disk is an OSError like any other write's
-    (tmp / "model.safetensors").write_bytes(save(neox_weights(model), metadata={"format": "pt"}))
-    (tmp / "config.json").write_text(json.dumps(neox_config(config, eot), indent=2))
+    (tmp / "model.safetensors").write_bytes(save(weights, metadata={"format": "pt"}))
+
+
+def write_tokenizer(tmp, ckpt, config, eot):
+    """tokenizer.json and its configs, and the generation config (end of text is eot)."""
     (tmp / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}, indent=2))
     hf_tokenizer(ckpt["tokenizer"]).save(str(tmp / "tokenizer.json"))
@@ -212,5 +311,3 @@ def write_folder(model, ckpt, tmp):
         {"tokenizer_class": "PreTrainedTokenizerFast", **special, "model_max_length": config.block_size,
          "add_prefix_space": False, "clean_up_tokenization_spaces": False}, indent=2))
     (tmp / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
-    description = inspect.getdoc(type(model.wte)).split("\n\n")[0]  # the input module's own summary
-    (tmp / "README.md").write_text(model_card(ckpt, config, description, eot))

@@ -1,0 +1,101 @@
+"""The remote-code Hugging Face folder (tools/hf.py, tools/modeling_tablefree.py): every input x head x
+body loads with trust_remote_code and computes our logits and greedy tokens; a save_pretrained round
+trip; a process that has never seen this repository loads it. Run: python -m pytest tests/test_hf_remote.py"""
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from model import GPT, GPTConfig
+from tablefree.checkpoint import build_model
+from tablefree.data import read_meta
+from tablefree.packed import packed_ternary
+from tablefree.tokenizer import load_encoding, tokenizer_state
+from tools.hf import export_hf
+
+transformers = pytest.importorskip("transformers", reason="the folder is read by transformers: requirements-extras.txt")
+KINDS = [(name, head, body) for name in ("learned", "binary", "affine", "kronecker", "frozen")
+         for head in ("untied", "tied", "codes") for body in ("float", "ternary")
+         if (head != "tied" or name == "learned") and (head != "codes" or name == "frozen")]
+PROMPT = [5, 17, 99, 3, 250, 42]
+
+
+def trained_like(data_dir, name, head, body):
+    """(our model, its checkpoint stub): random weights well away from their init, V = 300 (the tiny
+    corpus's tokenizer); what a ternary body exports is its packed file, so ours is that file's model."""
+    torch.manual_seed(0)
+    directory = data_dir / "tiny"
+    meta = read_meta(directory)
+    vocab = [bytes([97 + i % 26]) * (1 + i // 26) for i in range(300)]
+    config = GPTConfig(vocab_size=300, n_layer=2, n_head=2, n_embd=32, block_size=64, input=name, body=body,
+                       head="codes" if head == "codes" else "untied", tie_weights=head == "tied", code_dim=24,
+                       codes_from="random" if name == "frozen" else "", pos_dim=8,
+                       lift="interleave" if name == "affine" else "tile", code_values="pm1" if name == "binary" else "01")
+    model = GPT(config, vocab=vocab, source=torch.randn(300, 40) if name == "frozen" else None)
+    for p in model.parameters():
+        p.data += 0.05 * torch.randn_like(p)
+    ckpt = {"model_config": asdict(config), "tokenizer": tokenizer_state(meta["tokenizer"], directory / "tokenizer.tiktoken"),
+            "model": model.state_dict(), "iter_num": 7}
+    ours = build_model(packed_ternary(model, ckpt)) if body == "ternary" else model
+    return ours.eval(), model.eval(), ckpt
+
+
+def our_greedy(model, steps):
+    with torch.no_grad():
+        return [t.item() for t in model.generate(torch.tensor([PROMPT]), steps, temperature=0)]
+
+
+@pytest.mark.parametrize("name, head, body", KINDS)
+def test_the_folder_computes_our_logits_and_greedy_tokens(data_dir, tmp_path, name, head, body):
+    ours, model, ckpt = trained_like(data_dir, name, head, body)
+    folder, said = export_hf(model, ckpt, tmp_path / "hf", remote=True)
+    assert "trust_remote_code" in said
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        theirs, mine = loaded(ids).logits, ours(ids, all_positions=True)[0]
+    assert (theirs - mine).abs().max() < 1e-4, (theirs - mine).abs().max()
+    out = loaded.generate(ids, max_new_tokens=32, do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0)
+    assert out[0, len(PROMPT):].tolist() == our_greedy(ours, 32)
+    loaded.save_pretrained(tmp_path / "again")  # transformers' own writer: the same model comes back
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "again", trust_remote_code=True).eval()
+    with torch.no_grad():
+        assert torch.equal(again(ids).logits, theirs)
+
+
+def test_the_paper_model_folder_keeps_codes_as_bits_and_the_body_at_2_bits(data_dir, tmp_path):
+    _, model, ckpt = trained_like(data_dir, "frozen", "codes", "ternary")
+    folder, _ = export_hf(model, ckpt, tmp_path / "hf")  # no flag: GPT-NeoX cannot hold it
+    from safetensors.torch import load_file
+    weights = load_file(folder / "model.safetensors")
+    assert weights["wte.packed"].dtype == torch.uint8 and weights["wte.packed"].shape == (300, 3)  # 24 bits
+    assert weights["h.0.mlp.c_fc.packed"].dtype == torch.uint8 and weights["h.0.mlp.c_fc.packed"].shape == (128, 8)
+    assert not any(k.endswith("c_fc.weight") for k in weights)  # no float copy of a ternary weight
+    config = json.loads((folder / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_tablefree.TablefreeForCausalLM"
+    card = (folder / "README.md").read_text()
+    assert "trust_remote_code=True" in card and "head `codes`" in card and "arXiv:2605.09751" in card
+
+
+def test_a_process_that_never_saw_this_repository_loads_and_generates(data_dir, tmp_path):
+    """The folder is all it needs: run from an empty folder in isolated mode (no PYTHONPATH, not
+    the checkout), it generates, and no module of ours was imported."""
+    ours, model, ckpt = trained_like(data_dir, "frozen", "codes", "ternary")
+    folder, _ = export_hf(model, ckpt, tmp_path / "hf")
+    code = ("import sys, torch; from transformers import AutoModelForCausalLM, AutoTokenizer; "
+            f"m = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True); "
+            f"t = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True); "
+            "print(t.encode('The crown of the king is gold.')); "
+            f"out = m.generate(torch.tensor([{PROMPT}]), max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0); "
+            "print(out[0, 6:].tolist()); "
+            "print(sorted(n for n in sys.modules if n.split('.')[0] in ('model', 'codes', 'tablefree', 'tools')))")
+    (tmp_path / "empty").mkdir()
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path / "empty", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    encoded, tokens, ours_imported = done.stdout.strip().splitlines()[-3:]
+    assert json.loads(tokens) == our_greedy(ours, 8) and ours_imported == "[]"
+    assert json.loads(encoded) == load_encoding(ckpt["tokenizer"]).encode_ordinary("The crown of the king is gold.")
