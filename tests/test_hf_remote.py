@@ -99,3 +99,40 @@ def test_a_process_that_never_saw_this_repository_loads_and_generates(data_dir, 
     encoded, tokens, ours_imported = done.stdout.strip().splitlines()[-3:]
     assert json.loads(tokens) == our_greedy(ours, 8) and ours_imported == "[]"
     assert json.loads(encoded) == load_encoding(ckpt["tokenizer"]).encode_ordinary("The crown of the king is gold.")
+
+
+@pytest.mark.parametrize("kind", ["frozen+codes", "binary+ternary"])
+def test_the_real_harness_scores_a_remote_code_folder_as_our_scorer(data_dir, tmp_path, kind):
+    """lm-eval's hf model with trust_remote_code on the folder --harness exports, against our scorer
+    on the same documents: the frozen code-head model, and a ternary one (ours on its packed file,
+    which the folder holds)."""
+    pytest.importorskip("lm_eval", reason="the harness comparison needs lm-eval: pip install -r requirements-dev.txt")
+    import train
+    from conftest import TINY
+    from tablefree.configurator import resolve
+    from test_eval import write_jsonl_folder
+    from tools import evaluate, export
+
+    def trained(name, *extra):
+        train.train(resolve(train.DEFAULTS, ["--data_dir", str(data_dir), "--dataset=tiny", f"--out_dir={tmp_path / name}",
+                                             *TINY, "--max_iters=20", "--eval_interval=20", "--lr_decay_iters=20", *extra]))
+        return tmp_path / name
+    if kind == "frozen+codes":
+        source = trained("learned", "--input=learned", "--tie_weights=True")
+        run = trained("run", "--input=frozen", "--head=codes", f"--codes_from={source}")
+        scored = run
+    else:
+        run = trained("run", "--input=binary", "--body=ternary")
+        export.main(["--ckpt", str(run)])
+        scored = run / "model.ternary.pt"
+    tasks, folder = "hellaswag,lambada", write_jsonl_folder(tmp_path / "tasks")
+    common = ["--tasks", tasks, "--data", str(folder), "--device", "cpu"]
+    ours = evaluate.evaluate(evaluate.parse_args(["--ckpt", str(scored), *common, "--out", str(tmp_path / "o.json")]))
+    theirs = evaluate.evaluate(evaluate.parse_args(["--ckpt", str(run), *common, "--harness", "--out",
+                                                    str(tmp_path / "t.json")]))
+    assert "trust_remote_code=True" in theirs["lm_eval_command"]
+    for task in tasks.split(","):
+        assert theirs["results"][task]["n"] == ours["results"][task]["n"]
+        for metric in ("acc", "acc_norm"):
+            assert theirs["results"][task].get(metric) == ours["results"][task].get(metric), (task, metric)
+    assert theirs["results"]["lambada"]["ppl"] == pytest.approx(ours["results"]["lambada"]["ppl"], rel=1e-4)

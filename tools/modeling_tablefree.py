@@ -191,8 +191,9 @@ class CodeHead(nn.Module):
 
     def forward(self, x, packed):
         z = self.proj(x) / math.sqrt(self.bits)  # (B, T, D)
-        signs = 2.0 * unpack_bits(packed, self.bits).to(z.dtype) - 1  # (V, D)
-        return z @ signs.T + self.bias
+        # 8,192 codes unpacked at a time (16 MB at D = 512), never a whole V x D float table
+        logits = [z @ (2.0 * unpack_bits(rows, self.bits).to(z.dtype) - 1).T for rows in packed.split(8192)]
+        return torch.cat(logits, dim=-1) + self.bias  # (B, T, V)
 
 
 class TablefreeForCausalLM(PreTrainedModel, GenerationMixin):
