@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # llama.cpp's own benchmark, llama-bench, built from the llama.cpp that requirements-extras.txt's pinned
 # llama-cpp-python vendors: the C++ tool llama.cpp's maintainers compare engines with (issue 56).
-#   bash dev/build_llama_bench.sh             # -> build/llama-bench/bin/llama-bench (about 15-20 min on 2 cores)
-#   bash dev/build_llama_bench.sh DIR         # build it under DIR instead
+#   bash dev/build_llama_bench.sh         # -> ~/.cache/tablefree/llama-bench/bin/llama-bench (15-20 min on 2 cores)
+#   bash dev/build_llama_bench.sh DIR     # build it under DIR instead (never inside the checkout: its sources are
+#                                         # Python files the layout test would read as ours)
 # The source distribution is hash-pinned: pip checks its sha256 before anything is unpacked or built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
-out=$(realpath -m "${1:-build/llama-bench}")
+out=$(realpath -m "${1:-${XDG_CACHE_HOME:-$HOME/.cache}/tablefree/llama-bench}")  # where kernel.py keeps built C
 version=0.3.36
 sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 mkdir -p "$out"
