@@ -104,6 +104,9 @@ def world(data_dir, tmp_path_factory):
     (runs / "weights").mkdir()  # the weights alone: enough to sample from, not to resume
     torch.save({key: ckpt[key] for key in ("model", "model_config", "tokenizer")}, runs / "weights" / "ckpt.pt")
     (runs / "empty").mkdir()
+    (root / "theirs").mkdir()  # a transformers folder another tool wrote
+    (root / "theirs" / "config.json").write_text("{}")
+    (root / "theirs" / "pytorch_model.bin").write_bytes(b"their weights")
     (runs / "blank").mkdir()
     (runs / "blank" / "log.jsonl").write_text("")  # a run that has logged nothing yet
     shutil.copytree(data / "tiny", root / "garbled")  # a dataset whose rank file is not one
@@ -407,6 +410,8 @@ CASES = [
      "README.md exists and this command did not write it"),
     ("bench", ["--out", "{root}/quoted.md"], "quoted.md exists and this command did not write it"),
     ("plot", ["{runs}/good", "--out", "{root}/figure.png"], "figure.png exists and this command did not write it"),
+    ("export", ["--ckpt", "{runs}/good", "--remote_code", "--out", "{root}/theirs"],
+     "theirs holds files this command did not write (pytorch_model.bin)"),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--remote_code"], "--remote_code is for --format hf, not gguf"),
     ("plot", ["{runs}/good", "--out", "{root}/x.jpg"], "x.jpg is not a .png path; tools.plot writes PNG images"),
     ("plot", ["{runs}/blank"], "blank/log.jsonl holds no loss yet"),
