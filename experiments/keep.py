@@ -24,7 +24,7 @@ from tablefree.common import ArgumentParser, UserError, user_errors, write_atomi
 
 RUNS_DIRS = ("out-compare", "out-extension", "out-fairness", "out-regime", "out-scaling")  # the queue's experiments' runs
 KEPT = ROOT / "results" / "runs"
-LARGEST = 2 << 20  # bytes: a checkpoint or an export is not kept, whatever its name
+LARGEST = 4 << 20  # bytes: a checkpoint or an export is not kept, whatever its name; a source table is
 
 
 def finished_run(folder):

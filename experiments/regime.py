@@ -29,11 +29,14 @@ import json
 import statistics
 import sys
 
+import numpy as np
+
 from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, results_files,
                               run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings,
                               write_results)
 from experiments.stats import gap, mean_std, summarize
-from tablefree.common import ArgumentParser, pyplot, require, user_errors
+from tablefree.checkpoint import load_checkpoint
+from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
 from tablefree.diagnostics import describe_quality
 
@@ -48,6 +51,19 @@ PAPER = {"gap": 0.20, "ratio": 2.6, "rare": (1.7, 2.3), "extension": (0.03, 0.43
 
 def long_source(root):
     return root / f"learned+tied-{LONGER}x-seed0"
+
+
+def long_table(root):
+    """The long source's input table (V x n_embd float32, .npy): what frozen+codes-long derives its
+    codes from, kept (experiments/keep.py) where the source's checkpoint is not, so a new machine
+    never trains the longest run again for it."""
+    return long_source(root) / "table.npy"
+
+
+def write_table(directory, path):
+    """The finished run's input table (its checkpoint's wte.weight) to path, atomically."""
+    table = load_checkpoint(directory)["model"]["wte.weight"].float().numpy()
+    write_atomic(path, lambda f: np.save(f, table))
 
 
 def run_list(seeds, root):
@@ -77,11 +93,14 @@ def make_runs(argv, settings, seeds, root, data_dir, cell):
         codes_needed = any(not done(*run) for run, source in source_of.items() if source == item)  # extend reads it too
         if directory == long_source(root):
             long_steps = [f"--max_iters={LONGER * steps}", f"--lr_decay_iters={LONGER * steps}"]
-            return train_run([*argv, *run_arguments(settings, arm, 0, root), *long_steps], directory, LONGER * steps,
-                             f"the {LONGER}x long source", checkpoint=codes_needed)
+            run = train_run([*argv, *run_arguments(settings, arm, 0, root), *long_steps], directory, LONGER * steps,
+                            f"the {LONGER}x long source", checkpoint=not long_table(root).exists())
+            if not long_table(root).exists():
+                write_table(directory, long_table(root))
+            return run
         if item in source_of:
             make(source_of[item])  # made (or waited for) before its codes are read
-        source = long_source(root) if arm == LONG else None
+        source = long_table(root) if arm == LONG else None
         run = train_run([*argv, *run_arguments(settings, arm.removesuffix("-long"), seed, root, source)], directory,
                         steps, f"{arm}, seed {seed}", checkpoint=codes_needed or not done(arm, seed, directory))
         buckets = evaluated(directory, steps, ["rare_tokens"], data_dir)["rare_tokens"]["buckets"]

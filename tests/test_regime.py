@@ -4,12 +4,14 @@ python -m experiments.regime). Run: python -m pytest tests/test_regime.py"""
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from experiments import regime
 from experiments.runs import train_settings
 from model import GPT
+from tablefree.checkpoint import load_checkpoint
 from tablefree.configurator import check_settings, model_config
 from tablefree.cost import param_counts
 
@@ -63,7 +65,9 @@ def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     assert out.count(": adding 8 words") == 2  # the pair only
     results = json.loads((tmp_path / "results" / "regime.json").read_text())
     coded = json.loads((tmp_path / "runs" / "frozen+codes-long-seed0" / "config.json").read_text())
-    assert coded["model"]["codes_from"] == str(tmp_path / "runs" / "learned+tied-4x-seed0")
+    assert coded["model"]["codes_from"] == str(tmp_path / "runs" / "learned+tied-4x-seed0" / "table.npy")
+    source_table = np.load(tmp_path / "runs" / "learned+tied-4x-seed0" / "table.npy")
+    assert np.array_equal(source_table, load_checkpoint(tmp_path / "runs" / "learned+tied-4x-seed0")["model"]["wte.weight"])
     source = json.loads((tmp_path / "runs" / "learned+tied-4x-seed0" / "config.json").read_text())["settings"]
     assert source["max_iters"] == regime.LONGER * 12 and source["lr_decay_iters"] == regime.LONGER * 12
     arms = results["summary"]["arms"]
