@@ -120,6 +120,10 @@ def write_failed(path, e):
     error = e if isinstance(e, OSError) else e.__context__
     if not isinstance(error, OSError):
         return e
+    read = error.filename and not str(Path(os.fsdecode(error.filename)).resolve()).startswith(str(Path(path).resolve()))
+    if read:  # an input the writer read (a folder given as a file, a file gone), not what it writes
+        return UserError(f"cannot read {error.filename} ({error.strerror or error}); nothing was written: give a "
+                         f"readable file there, then run again")
     kept = "the previous version is intact" if Path(path).exists() else "nothing was left half-written"
     return UserError(f"cannot write {path} ({error.strerror or error}); {kept}: free some disk space or choose "
                      f"another directory, then run again")

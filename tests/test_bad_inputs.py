@@ -397,6 +397,7 @@ CASES = [
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--batch_size", "0"], "--batch_size must be"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--new_tokens", "100000"],
      "the held-out text gives only"),
+    ("prepare", ["--input", "{root}", "--name", "adir", "--out_dir", "{data}"], "(Is a directory); nothing was written"),
     # names that would leave their folder
     ("prepare", ["--input", "{root}/small.txt", "--name", "../escape", "--out_dir", "{data}"], "--name must be a plain name"),
     ("compare", ["--results_dir", "{root}", "--name", "../x", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
