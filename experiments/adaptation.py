@@ -27,8 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run_dir, runs_root, save_figure, train_run, write_results,
-                              train_settings)
+from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run_dir, runs_root, save_figure, train_run,
+                              train_settings, write_results)
 from experiments.stats import difference, mean_std
 from model import INPUTS
 from tablefree.checkpoint import read_log

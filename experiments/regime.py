@@ -90,8 +90,7 @@ def make_runs(argv, settings, seeds, root, data_dir, cell):
 
     def make(item):
         arm, seed, directory = item
-        codes_needed = any(not done(*run) for run, source in source_of.items() if source == item)  # extend reads it too
-        if directory == long_source(root):
+        if directory == long_source(root):  # its table, once written, is all the long arm reads
             long_steps = [f"--max_iters={LONGER * steps}", f"--lr_decay_iters={LONGER * steps}"]
             run = train_run([*argv, *run_arguments(settings, arm, 0, root), *long_steps], directory, LONGER * steps,
                             f"the {LONGER}x long source", checkpoint=not long_table(root).exists())
@@ -100,6 +99,7 @@ def make_runs(argv, settings, seeds, root, data_dir, cell):
             return run
         if item in source_of:
             make(source_of[item])  # made (or waited for) before its codes are read
+        codes_needed = any(not done(*run) for run, source in source_of.items() if source == item)  # extend reads it too
         source = long_table(root) if arm == LONG else None
         run = train_run([*argv, *run_arguments(settings, arm.removesuffix("-long"), seed, root, source)], directory,
                         steps, f"{arm}, seed {seed}", checkpoint=codes_needed or not done(arm, seed, directory))
@@ -196,7 +196,10 @@ def report(command, info, summary, params):
 
 
 def plot(made, summary, path, command):
+    """Validation curves and the loss by frequency bucket, if matplotlib is installed."""
     plt = pyplot()
+    if plt is None:
+        return
     fig, (curves, buckets) = plt.subplots(1, 2, figsize=(12, 4.5))
     for arm in ARMS:
         runs = [r[0]["curve"] for r in made[arm]]

@@ -134,7 +134,7 @@ def is_kind(kind):  # an input, and a variant this module knows
 def run_arguments(settings, kind, seed, root, source=None):
     """What one run adds to the shared arguments: its input and seed (affine also draws its A and
     b from it), its variant's settings; 'frozen' derives its codes from its control's run of the
-    same seed (control), or from source, a finished run given by the caller."""
+    same seed (control), or from source, a run or a V x d table file given by the caller."""
     name, _, variant = kind.partition("+")
     args = [f"--input={name}", f"--seed={seed}", f"--code_seed={seed}", *(VARIANTS[variant][0] if variant else [])]
     if name == "frozen" and source:

@@ -65,9 +65,9 @@ class RunDir:
     is saved (or it ends without one): its log lines wait in memory, then it writes its config.json,
     cuts the log back to the checkpoint's step (lines an interrupted run wrote after it) and appends
     them. So a resume that fails or is refused before its first save leaves the run byte for byte as
-    it was; the lines it loses are the ones a resume would cut anyway. The lock (flock on the folder itself: no file to leave
-    behind, and the kernel releases it when the process ends, however it ends) refuses a second
-    train.py in the same folder."""
+    it was; the lines it loses are the ones a resume would cut anyway. The lock (flock on the folder
+    itself: no file to leave behind, and the kernel releases it when the process ends, however it
+    ends) refuses a second train.py in the same folder."""
 
     def __init__(self, out, iter_num, record, resumed):
         self.out, self.iter_num, self.record, self.resumed = Path(out), iter_num, record, resumed

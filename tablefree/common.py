@@ -180,16 +180,16 @@ def written_by(path, ours):
     (.md, .json, .jsonl, .png) starts with, or a tuple of those (any one)."""
     with open(path, "rb") as f:
         head = f.read(4096)
-    if isinstance(ours, tuple):
-        return any(written_by(path, one) for one in ours)
-    if isinstance(ours, bytes):
-        return head.startswith(ours)
-    if isinstance(ours, re.Pattern):
-        return ours.match(head) is not None
-    name = re.escape(mark(ours).encode())
     start = {".md": rb"<!-- written by ", ".json": rb'\{\s*"written_by": "', ".jsonl": rb'\{"written_by": "',
              ".png": rb"\x89PNG\r\n\x1a\n.{25}.{4}tEXtSoftware\x00"}.get(Path(path).suffix.lower())
-    return start is not None and re.match(start + name, head, re.S) is not None
+
+    def starts(one):
+        if isinstance(one, bytes):
+            return head.startswith(one)
+        if isinstance(one, re.Pattern):
+            return one.match(head) is not None
+        return start is not None and re.match(start + re.escape(mark(one).encode()), head, re.S) is not None
+    return any(map(starts, ours if isinstance(ours, tuple) else (ours,)))
 
 
 def holds_work(folder):

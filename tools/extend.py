@@ -287,9 +287,10 @@ def main(argv=None):
             print(f"{ckpt} ({r['input']}): {r['before']['bpb']:.4f} -> {r['after']['bpb']:.4f} bits/byte "
                   f"({100 * r['bpb_change']:+.2f}%)", file=sys.stderr, flush=True)
         command = " ".join(["python -m tools.extend", *argv])
-        write_atomic(results, markdown(command, report(command, rows, args)))
+        table = report(command, rows, args)
+        write_atomic(results, markdown(command, table))
         write_atomic(results.with_suffix(".json"), json_report(command, {"command": command, "runs": rows}))
-    print(report(command, rows, args))
+    print(table)
 
 
 if __name__ == "__main__":

@@ -178,6 +178,8 @@ def remote_card(ckpt, fields):
               "affine": "the input: the id's bits through a fixed affine map over GF(2) (A and b stored)",
               "kronecker": "the byte x position code (the projection W is trained)",
               "frozen": "the input: sign bits of a learned table's top principal components, stored as bits"}[fields["input"]]
+    body = ("BitNet b1.58 ternary Linears (weights stored at 2 bits with one scale each, activations quantised to "
+            "int8 per token)" if fields["body"] == "ternary" else "float")
     head = {"untied": "a trained V x n_embd projection", "tied": "the input table, tied",
             "codes": "the frozen codes read back: logits = (W h) C^T / sqrt(D) + b, W and b trained"}[fields["head"]]
     return f"""---
@@ -192,7 +194,7 @@ Trained with tablefree (a from-scratch GPT without a trainable input table): {fi
 
 - Frozen: {frozen}.
 - Head: {head}.
-- Body: {"BitNet b1.58 ternary Linears (weights stored at 2 bits with one scale each, activations quantised to int8 per token)" if fields['body'] == 'ternary' else "float"}.
+- Body: {body}.
 
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -36,7 +36,8 @@ def plot(runs, out):
     ax.set(xlabel="step", ylabel="loss (nats per token)", title="validation (points) and training (faint) loss")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    write_atomic(out, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight", metadata=png_metadata(COMMAND)))
+    write_atomic(out, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight",
+                                            metadata=png_metadata(COMMAND)))
     plt.close(fig)
 
 
