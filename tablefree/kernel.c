@@ -101,6 +101,13 @@ static inline __m256 load8(const void *w, int64_t i, int kind) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
 }
 
+/* The sum of a register's eight floats: halves, then pairs, then the last two. */
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_hadd_ps(h, h));
+}
+
 /* One row through a float Linear: y (out) = W (out, in) x (in), in % 8 == 0, W float32, bfloat16 or
    float16, x and y float32, sums in float32. At batch 1 every weight is read once and used once, so the
    speed is the memory's: four rows at a time share each load of x, and the next four rows are
@@ -124,19 +131,12 @@ static inline __attribute__((always_inline)) void matvec(const float *x, const v
                 a2 = _mm256_fmadd_ps(load8(w, r + 2 * in + i, kind), v, a2);
                 a3 = _mm256_fmadd_ps(load8(w, r + 3 * in + i, kind), v, a3);
             }
-            __m256 acc[4] = {a0, a1, a2, a3};
-            for (int k = 0; k < 4; k++) {
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[k]), _mm256_extractf128_ps(acc[k], 1));
-                h = _mm_hadd_ps(h, h);
-                y[o + k] = _mm_cvtss_f32(_mm_hadd_ps(h, h));
-            }
+            y[o] = hsum8(a0), y[o + 1] = hsum8(a1), y[o + 2] = hsum8(a2), y[o + 3] = hsum8(a3);
         }
         for (; o < hi; o++) {  /* the last rows when this thread's count is not a multiple of 4 */
             __m256 a = _mm256_setzero_ps();
             for (int i = 0; i < in; i += 8) a = _mm256_fmadd_ps(load8(w, (int64_t)o * in + i, kind), _mm256_loadu_ps(x + i), a);
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-            h = _mm_hadd_ps(h, h);
-            y[o] = _mm_cvtss_f32(_mm_hadd_ps(h, h));
+            y[o] = hsum8(a);
         }
     }
 }

@@ -232,169 +232,7 @@ static void load_model(Model *m, const File *f) {
     m->tok_bytes = tensor(f, "tokens.bytes", m->tok_offsets[V]);
 }
 
-typedef struct {  /* the activations of one position, and the cache of every position so far */
-    float *x, *h, *qkv, *att, *y, *mlp, *z, *logits, *lut;
-    float *k_cache, *v_cache;  /* (n_layer, positions, n_embd): keys after the rotation, values */
-    float *cos, *sin;          /* (positions, head_dim / 2) */
-    int positions, pos;
-} State;
-
-static void new_state(State *s, const Config *c, int positions) {
-    int C = c->n_embd, hs = C / c->n_head;
-    s->positions = positions, s->pos = 0;
-    s->x = xcalloc(C, 4), s->h = xcalloc(C, 4), s->qkv = xcalloc(3 * C, 4), s->att = xcalloc((size_t)positions * c->n_head, 4);
-    s->y = xcalloc(C, 4), s->mlp = xcalloc(c->hidden, 4), s->z = xcalloc(c->bits + 8, 4);
-    s->logits = xcalloc((c->vocab + 7) / 8 * 8, 4), s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4);
-    s->k_cache = xcalloc((size_t)c->n_layer * positions * C, 4), s->v_cache = xcalloc((size_t)c->n_layer * positions * C, 4);
-    s->cos = xcalloc((size_t)positions * hs / 2, 4), s->sin = xcalloc((size_t)positions * hs / 2, 4);
-    for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
-        for (int i = 0; i < hs / 2; i++) {
-            float inv_freq = powf(c->rope_base, -(float)(2 * i) / (float)hs), angle = (float)p * inv_freq;
-            s->cos[p * hs / 2 + i] = cosf(angle), s->sin[p * hs / 2 + i] = sinf(angle);
-        }
-}
-
-// ----------------------------------------------------------------------------
-// One position through the model
-
-static void layernorm(float *out, const float *x, const float *w, const float *b, int n) {
-    float mean = 0, var = 0;
-    for (int i = 0; i < n; i++) mean += x[i];
-    mean /= n;
-    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
-    float inv = 1.0f / sqrtf(var / n + 1e-5f);
-    for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
-}
-
-static void run_ternary(const Ternary *t, const float *x, float *y) {
-    ternary_linear(x, t->w, t->gamma, y, 1, t->in, t->padded, t->out);
-    if (t->bias)
-        for (int o = 0; o < t->out; o++) y[o] += t->bias[o];
-}
-
-static int bit(uint64_t value, int K, int j) { return (value >> (K - 1 - j)) & 1; }  /* MSB first */
-
-static void embed(const Model *m, int token, float *x) {
-    const Config *c = &m->c;
-    int C = c->n_embd, K = c->bits;
-    if (c->input == LEARNED) {
-        for (int j = 0; j < C; j++) x[j] = _cvtsh_ss(m->table[(int64_t)token * C + j]);
-        return;
-    }
-    if (c->input == KRONECKER) {  /* codes.kronecker_values: the z-normalised code's two values */
-        int L = m->lengths[token], D = 256 * c->pos_dim;
-        float s = 1.0f / sqrtf((float)(L > 1 ? L : 1)), mean = L * s / D;
-        float std = sqrtf((L * (s - mean) * (s - mean) + (D - L) * mean * mean) / (D - 1)) + 1e-6f;
-        float hot = L > 0 ? (s - mean) / std : 0.0f, cold = -mean / std;
-        for (int j = 0; j < C; j++) x[j] = cold * m->cells_sum[j];
-        for (int p = 0; p < L; p++) {
-            const uint16_t *row = m->cells + ((int64_t)m->token_bytes[(int64_t)token * c->pos_dim + p] * c->pos_dim + p) * C;
-            for (int j = 0; j < C; j++) x[j] += (hot - cold) * _cvtsh_ss(row[j]);
-        }
-        return;
-    }
-    uint8_t code[MAX_BITS];  /* the K (or D) bits of the token's code */
-    for (int j = 0; j < K; j++) {
-        if (c->input == BINARY) code[j] = bit(token, K, j);
-        else if (c->input == AFFINE) code[j] = __builtin_parityll((uint64_t)token & m->masks[j]) ^ m->affine_b[j];
-        else code[j] = (m->codes[((int64_t)(token / 8) * ((K + 7) / 8) + j / 8) * 8 + token % 8] >> (7 - j % 8)) & 1;
-    }
-    for (int j = 0; j < C; j++) {  /* codes.lift_index: tile j mod K, or interleave floor(j K / n) */
-        int b = code[c->interleave ? (int)((int64_t)j * K / C) : j % K];
-        x[j] = c->pm1 ? 2.0f * b - 1.0f : (float)b;
-    }
-}
-
-/* model.apply_rotary on one head's vector r (hs): dimension i is turned with i + hs / 2. */
-static void rotate(float *r, const float *cos, const float *sin, int hs) {
-    for (int i = 0; i < hs / 2; i++) {
-        float a = r[i], b = r[i + hs / 2];
-        r[i] = a * cos[i] - b * sin[i], r[i + hs / 2] = a * sin[i] + b * cos[i];
-    }
-}
-
-static void attention(const Config *c, State *s, int layer) {
-    int C = c->n_embd, nh = c->n_head, hs = C / nh, T = s->pos + 1;
-    float *q = s->qkv, *k = s->qkv + C, *v = s->qkv + 2 * C;
-    const float *cos = s->cos + s->pos * hs / 2, *sin = s->sin + s->pos * hs / 2;
-    for (int h = 0; h < nh; h++) rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
-    float *kc = s->k_cache + (int64_t)layer * s->positions * C, *vc = s->v_cache + (int64_t)layer * s->positions * C;
-    memcpy(kc + (int64_t)s->pos * C, k, 4 * C), memcpy(vc + (int64_t)s->pos * C, v, 4 * C);
-    float scale = 1.0f / sqrtf((float)hs);
-    #pragma omp parallel for schedule(static)
-    for (int h = 0; h < nh; h++) {  /* the heads side by side, each with its own row of scores */
-        float top = -INFINITY, total = 0, *att = s->att + (int64_t)h * s->positions;
-        for (int t = 0; t < T; t++) {
-            float score = 0;
-            for (int i = 0; i < hs; i++) score += q[h * hs + i] * kc[(int64_t)t * C + h * hs + i];
-            att[t] = score * scale, top = fmaxf(top, att[t]);
-        }
-        for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
-        float *y = s->y + h * hs;
-        memset(y, 0, 4 * hs);
-        for (int t = 0; t < T; t++)  /* along each cached value's row: contiguous, so it vectorises */
-            for (int i = 0; i < hs; i++) y[i] += att[t] * vc[(int64_t)t * C + h * hs + i];
-        for (int i = 0; i < hs; i++) y[i] /= total;
-    }
-}
-
-/* table[n] for each of 8 nibble values n (0 .. 15): two permutes of its halves, the 8s bit choosing. */
-static inline __m256 nibble(const float *table, __m256i n) {
-    __m256 first = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), n);
-    __m256 second = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8), n);
-    return _mm256_blendv_ps(first, second, _mm256_castsi256_ps(_mm256_slli_epi32(n, 28)));
-}
-
-/* The logits of the token at position s->pos, given its id; the cache grows by one position. */
-static void forward(const Model *m, State *s, int token) {
-    const Config *c = &m->c;
-    int C = c->n_embd, V = c->vocab;
-    embed(m, token, s->x);
-    for (int l = 0; l < c->n_layer; l++) {
-        const Layer *L = &m->layers[l];
-        layernorm(s->h, s->x, L->ln1_w, L->ln1_b, C);
-        run_ternary(&L->qkv, s->h, s->qkv);
-        attention(c, s, l);
-        run_ternary(&L->proj, s->y, s->h);
-        for (int j = 0; j < C; j++) s->x[j] += s->h[j];
-        layernorm(s->h, s->x, L->ln2_w, L->ln2_b, C);
-        run_ternary(&L->fc, s->h, s->mlp);
-        for (int j = 0; j < c->hidden; j++) s->mlp[j] = 0.5f * s->mlp[j] * (1.0f + erff(s->mlp[j] * (float)M_SQRT1_2));
-        run_ternary(&L->down, s->mlp, s->h);
-        for (int j = 0; j < C; j++) s->x[j] += s->h[j];
-    }
-    layernorm(s->h, s->x, m->lnf_w, m->lnf_b, C);
-    s->pos++;
-    if (c->head != CODES) {
-        half_matvec(s->h, c->head == TIED ? m->table : m->head_w, s->logits, C, V);
-        return;
-    }
-    int D = c->bits, bytes = D / 8;
-    half_matvec(s->h, m->head_w, s->z, C, D);
-    float total = 0;
-    for (int j = 0; j < D; j++) total += (s->z[j] /= sqrtf((float)D));
-    for (int j = 0; j < bytes; j++)  /* per byte: the sums of z over the bits set in each nibble value */
-        for (int half = 0; half < 2; half++) {  /* 0: the low nibble, code bits 8 j + 4 .. 7; 1: the high one */
-            float *table = s->lut + j * 32 + 16 * half;
-            table[0] = 0;
-            for (int n = 1; n < 16; n++) table[n] = table[n & (n - 1)] + s->z[8 * j + 4 * (1 - half) + 3 - __builtin_ctz(n)];
-        }
-    const __m256i low4 = _mm256_set1_epi32(15);
-    #pragma omp parallel for schedule(static)
-    for (int b = 0; b < (V + 7) / 8; b++) {  /* 8 tokens at a time: a nibble picks its sum from 16 in two registers */
-        const uint8_t *block = m->codes + (int64_t)b * bytes * 8;
-        __m256 low = _mm256_setzero_ps(), high = _mm256_setzero_ps();
-        for (int j = 0; j < bytes; j++) {
-            __m256i byte = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(block + 8 * j)));
-            __m256i lo = _mm256_and_si256(byte, low4), hi = _mm256_srli_epi32(byte, 4);
-            const float *table = s->lut + j * 32;
-            low = _mm256_add_ps(low, nibble(table, lo));
-            high = _mm256_add_ps(high, nibble(table + 16, hi));
-        }
-        _mm256_storeu_ps(s->logits + 8 * b, _mm256_add_ps(low, high));
-    }
-    for (int t = 0; t < V; t++) s->logits[t] = 2.0f * s->logits[t] - total + m->head_b[t];
-}
+#include "decode.c"
 
 // ----------------------------------------------------------------------------
 // Choosing the next token (tablefree/sampling.py's rules) and the decoding loop (GPT.generate's windows)
@@ -411,9 +249,26 @@ static int by_probability(const void *a, const void *b) {
     return d > 0 ? 1 : d < 0 ? -1 : ((const Prob *)a)->id - ((const Prob *)b)->id;
 }
 
-static int choose(float *logits, int V, float temperature, int top_k, float top_p, Prob *work) {
-    int best = 0;
-    for (int t = 1; t < V; t++) if (logits[t] > logits[best]) best = t;
+/* The id of the largest logit (the lowest id of equals), or -1 if a logit is not finite: one pass,
+   split across the threads. */
+static int argmax(const float *logits, int V) {
+    int best = 0, bad = 0;
+    #pragma omp parallel
+    {
+        int lo, hi, mine;
+        my_rows(V, &lo, &hi);
+        mine = lo;
+        for (int t = lo; t < hi; t++) {
+            bad |= !isfinite(logits[t]);
+            if (logits[t] > logits[mine]) mine = t;
+        }
+        #pragma omp critical
+        if (lo < hi && (logits[mine] > logits[best] || (logits[mine] == logits[best] && mine < best))) best = mine;
+    }
+    return bad ? -1 : best;
+}
+
+static int choose(const float *logits, int V, int best, float temperature, int top_k, float top_p, Prob *work) {
     if (temperature == 0.0f) return best;
     float top = logits[best], total = 0;  /* (l - top) / T <= 0 for any T > 0, however small: no inf - inf */
     for (int t = 0; t < V; t++) work[t] = (Prob){expf((logits[t] - top) / temperature), t};
@@ -430,6 +285,32 @@ static int choose(float *logits, int V, float temperature, int top_k, float top_
     for (int i = 0; i < keep; i++)
         if ((sum += work[i].p) > r) return work[i].id;
     return work[keep - 1].id;
+}
+
+/* The thread count of the next decoding step. A token is one lock-step pass through about a hundred
+   parallel loops; when another process holds a core, one of our threads waits for the scheduler at
+   each of them and the token with it (5-10x slower on 2 cores, not the third a lost core costs). So
+   the runtime times its own steps: an estimate of a step's seconds at each count tried (a running
+   mean at the count in use, the latest step at another), and every PROBE steps one step at a
+   neighbouring count, one fewer and one more in turn; it decodes at the fastest. No result depends
+   on the count. */
+#define PROBE 32
+typedef struct {
+    int most, now, turn;  /* OMP_NUM_THREADS; the count in use; which neighbour the next probe tries */
+    double *cost;         /* (most + 1): seconds a step, 0 where not yet tried */
+} Pace;
+
+static int pace_next(Pace *p, int step) {
+    if (step % PROBE || p->most == 1) return p->now;
+    int down = p->now > 1, up = p->now < p->most;
+    p->turn = !p->turn;
+    return (p->turn && down) || !up ? p->now - 1 : p->now + 1;
+}
+
+static void pace_record(Pace *p, int threads, double seconds) {
+    double *c = &p->cost[threads];
+    *c = threads == p->now && *c > 0 ? 0.75 * *c + 0.25 * seconds : seconds;
+    if (*c < p->cost[p->now] || p->cost[p->now] == 0) p->now = threads;
 }
 
 /* This process's peak resident memory: VmHWM, which starts anew at exec (getrusage's ru_maxrss keeps
@@ -483,10 +364,11 @@ static uint64_t seed_flag(const char *v) {  /* 0 .. 2^64 - 1 */
 
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
-                      "[--top_p P] [--seed S] [--stop ID] [--logits FILE] [--print_ids]", NULL);
+                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16] [--logits FILE] [--print_ids]", NULL);
     int max_new = 256, top_k = 0, print_ids = 0, n_ids = 0, cap = 0, stop = -1, made = 0;
     float temperature = 1.0f, top_p = 0.0f;
     const char *logits_path = NULL, *ids_text = NULL;
+    int half = 0;  /* --kv_cache f16 */
     rng_state = 1337;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -500,6 +382,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) rng_state = seed_flag(v) * 2 + 1;
         else if (!strcmp(a, "--logits")) logits_path = v;
         else if (!strcmp(a, "--stop")) stop = (int)int_flag(a, v, -1, 1 << 30);
+        else if (!strcmp(a, "--kv_cache") && (!strcmp(v, "f32") || !strcmp(v, "f16"))) half = !strcmp(v, "f16");
+        else if (!strcmp(a, "--kv_cache")) die("--kv_cache must be f32 or f16, not ", v);
         else die("unknown option ", a);
         i++;
     }
@@ -522,20 +406,31 @@ int main(int argc, char **argv) {
     if (n_ids == 0) die("--ids holds no token", NULL);
     if (n_ids > MAX_NEW) die("--ids holds more than 2^24 tokens", NULL);
     State s;
-    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block);
+    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block, half);
     Prob *work = xcalloc(V, sizeof(Prob));
     FILE *logits_out = logits_path ? fopen(logits_path, "wb") : NULL;
     if (logits_path && !logits_out) die("cannot write ", logits_path);
+    Pace pace = {.most = omp_get_max_threads()};
+    pace.now = pace.most, pace.cost = xcalloc(pace.most + 1, sizeof(double));
     int start = n_ids > block ? n_ids - block : 0, fed = start;  /* the window, and how much of it is in the cache */
-    double t0 = now(), first = 0;
+    int prompt = n_ids - start, decoded = 0, threads_used = 0;
+    double t0 = now(), prompt_s = 0, decode_s = 0;
     for (int step = 0; step < max_new; step++) {
+        double t = now();
+        int threads = step ? pace_next(&pace, step) : pace.most;
+        omp_set_num_threads(threads);
         if (n_ids - start > block) start = n_ids - block / 2, s.pos = 0, fed = start;  /* the window restarts */
-        while (fed < n_ids) forward(&m, &s, ids[fed++]);
+        for (int rows; fed < n_ids; fed += rows) {  /* the new positions, up to MAX_ROWS at a time */
+            rows = n_ids - fed < MAX_ROWS ? n_ids - fed : MAX_ROWS;
+            forward(&m, &s, ids + fed, rows, fed + rows == n_ids);
+        }
         if (logits_out) fwrite(s.logits, sizeof(float), V, logits_out);
-        for (int t = 0; t < V; t++)
-            if (!isfinite(s.logits[t])) die("the model's logits are not finite; the weights are damaged", NULL);
-        int next = choose(s.logits, V, temperature, top_k, top_p, work);
-        if (step == 0) first = now() - t0;
+        int best = argmax(s.logits, V);
+        if (best < 0) die("the model's logits are not finite; the weights are damaged", NULL);
+        int next = choose(s.logits, V, best, temperature, top_k, top_p, work);
+        double spent = now() - t;
+        if (step == 0) prompt_s = spent;
+        else pace_record(&pace, threads, spent), decode_s += spent, decoded++, threads_used += threads;
         if (next == stop) break;
         if (n_ids == cap && !(ids = realloc(ids, sizeof(int) * (cap = 2 * cap + 64)))) die("out of memory", NULL);
         ids[n_ids++] = next, made++;
@@ -543,9 +438,10 @@ int main(int argc, char **argv) {
         else fwrite(m.tok_bytes + m.tok_offsets[next], 1, m.tok_offsets[next + 1] - m.tok_offsets[next], stdout);
         fflush(stdout);
     }
-    double seconds = now() - t0;
-    fprintf(stderr, "run: %d tokens in %.3f s (first %.1f ms): %.1f tokens/s; peak RSS %.1f MB; %d threads\n",
-            made, seconds, 1000 * first, made > 0 ? made / seconds : 0.0, peak_rss_mb(), omp_get_max_threads());
+    fprintf(stderr, "run: %d tokens in %.3f s (the prompt's %d tokens and the first new one in %.1f ms: %.1f prompt "
+            "tokens/s), decoding %.1f tokens/s; peak RSS %.1f MB; %d threads (%.2f a step on average); KV cache %s\n",
+            made, now() - t0, prompt, 1000 * prompt_s, prompt / prompt_s, decoded ? decoded / decode_s : 0.0,
+            peak_rss_mb(), pace.most, decoded ? (double)threads_used / decoded : (double)pace.most, s.half ? "float16" : "float32");
     if (logits_out) fclose(logits_out);
     return 0;
 }

@@ -39,7 +39,8 @@ from tablefree.tokenizer import load_encoding, token_bytes
 MAGIC = b"TFRUN\0\0\0"  # the flat file's first 8 bytes
 VERSION = 2  # 2: the checksum covers the header and the directory too (1: the payload only)
 SUM_OFFSET = 80  # where the checksum sits
-SOURCE = Path(__file__).parent / "run.c"  # it #includes kernel.c beside it
+SOURCE = Path(__file__).parent / "run.c"
+INCLUDED = [SOURCE.with_name("decode.c"), SOURCE.with_name("kernel.c")]  # the files run.c #includes
 HEADS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
 # run.c's names for the packed file's tensors, by input and by head; float matrices are float16, as exported
 INPUT_TENSORS = {"learned": {"input.table": "wte.weight"}, "affine": {"input.A": "wte.A", "input.b": "wte.b"},
@@ -151,21 +152,24 @@ def flat_file(path, ckpt):
 
 
 def binary(source=SOURCE, what="the C runtime", instead="sample with --engine torch"):
-    """The executable of an AVX2 C program (the runtime: run.c, which includes kernel.c; or another, as
-    experiments/bandwidth.c), built at first use into the cache folder kernel.py uses, keyed by its
-    sources; a one-line error naming `what` and the fix `instead` where it cannot be built."""
-    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+    """The executable of an AVX2 C program (the runtime: run.c, which includes decode.c and kernel.c;
+    or another, as experiments/bandwidth.c), built at first use into the cache folder kernel.py uses,
+    keyed by its sources and flags (AVX-512 where torch finds it: run.c's code head has a path for
+    it); a one-line error naming `what` and the fix `instead` where it cannot be built."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in ("AVX2", "AVX512"):
         raise UserError(f"{what} needs a CPU with AVX2; {instead}")
     gcc = shutil.which("gcc")
     if gcc is None:
         raise UserError(f"{what} is built with gcc, which is not installed; install gcc or {instead}")
     source = Path(source)
-    sources = source.read_bytes() + ((source.parent / "kernel.c").read_bytes() if source == SOURCE else b"")
+    flags = ["-O3", "-mavx2", "-mfma", "-mf16c", *(["-mavx512f"] if capability == "AVX512" else []), "-fopenmp"]
+    sources = b"".join(f.read_bytes() for f in [source, *(INCLUDED if source == SOURCE else [])]) + " ".join(flags).encode()
     built = kernel.cache_dir() / f"{source.stem}-{hashlib.sha256(sources).hexdigest()[:16]}"
     if not built.exists():
         built.parent.mkdir(parents=True, exist_ok=True)
         tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
-        done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", str(source), "-o", str(tmp), "-lm"],
+        done = subprocess.run([gcc, *flags, str(source), "-o", str(tmp), "-lm"],
                               capture_output=True, text=True)
         if done.returncode:
             raise UserError(f"gcc could not build {what} ({done.stderr.strip()[:160]}); {instead}")

@@ -1,0 +1,249 @@
+/* decode.c: positions through the model, for tablefree/run.c (which includes this file after reading
+   the model from its file). forward() takes a run of new positions at once: a prompt is n rows through
+   every Linear together (the weights read once for all of them), a decoding step is one row; only
+   the last row's logits are made, since only they choose the next token. The KV cache holds
+   float32, or float16 (--kv_cache f16: half the bytes each step reads, keys and values rounded once).
+   Every loop over the vocabulary or the weights is split across the threads; no result depends on
+   how many there are (each row, head and block of tokens is summed by one thread in one order). */
+
+#define MAX_ROWS 64  /* a prompt goes through in runs of up to this many positions */
+
+typedef struct {  /* the activations of up to MAX_ROWS positions, and the cache of every position so far */
+    float *x, *h, *y;          /* (rows, n_embd) */
+    float *qkv, *mlp;          /* (rows, 3 n_embd), (rows, hidden) */
+    float *att;                /* (rows, n_head, positions): each query's scores */
+    float *z, *logits, *lut;   /* the code head's projection (D), the logits (V padded to 16), its tables */
+    void *k_cache, *v_cache;   /* (n_layer, n_head, positions, head_dim): keys after the rotation, values */
+    int half;                  /* the cache in float16 */
+    float *cos, *sin;          /* (positions, head_dim / 2) */
+    int positions, pos;
+} State;
+
+static void new_state(State *s, const Config *c, int positions, int half) {
+    int C = c->n_embd, hs = C / c->n_head, R = MAX_ROWS;
+    size_t cache = (size_t)c->n_layer * positions * C * (half ? 2 : 4);
+    s->positions = positions, s->pos = 0, s->half = half;
+    s->x = xcalloc((size_t)R * C, 4), s->h = xcalloc((size_t)R * C, 4), s->y = xcalloc((size_t)R * C, 4);
+    s->qkv = xcalloc((size_t)R * 3 * C, 4), s->mlp = xcalloc((size_t)R * c->hidden, 4);
+    s->att = xcalloc((size_t)R * c->n_head * positions, 4);
+    s->z = xcalloc(c->bits + 8, 4), s->logits = xcalloc((c->vocab + 15) / 16 * 16, 4);
+    s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4);
+    s->k_cache = xcalloc(cache, 1), s->v_cache = xcalloc(cache, 1);
+    s->cos = xcalloc((size_t)positions * hs / 2, 4), s->sin = xcalloc((size_t)positions * hs / 2, 4);
+    for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
+        for (int i = 0; i < hs / 2; i++) {
+            float inv_freq = powf(c->rope_base, -(float)(2 * i) / (float)hs), angle = (float)p * inv_freq;
+            s->cos[p * hs / 2 + i] = cosf(angle), s->sin[p * hs / 2 + i] = sinf(angle);
+        }
+}
+
+static void layernorm(float *out, const float *x, const float *w, const float *b, int n) {
+    float mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(var / n + 1e-5f);
+    for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
+static void run_ternary(const Ternary *t, const float *x, float *y, int rows) {
+    ternary_linear(x, t->w, t->gamma, y, rows, t->in, t->padded, t->out);
+    if (t->bias)
+        for (int r = 0; r < rows; r++)
+            for (int o = 0; o < t->out; o++) y[(int64_t)r * t->out + o] += t->bias[o];
+}
+
+static int bit(uint64_t value, int K, int j) { return (value >> (K - 1 - j)) & 1; }  /* MSB first */
+
+static void embed(const Model *m, int token, float *x) {
+    const Config *c = &m->c;
+    int C = c->n_embd, K = c->bits;
+    if (c->input == LEARNED) {
+        for (int j = 0; j < C; j++) x[j] = _cvtsh_ss(m->table[(int64_t)token * C + j]);
+        return;
+    }
+    if (c->input == KRONECKER) {  /* codes.kronecker_values: the z-normalised code's two values */
+        int L = m->lengths[token], D = 256 * c->pos_dim;
+        float s = 1.0f / sqrtf((float)(L > 1 ? L : 1)), mean = L * s / D;
+        float std = sqrtf((L * (s - mean) * (s - mean) + (D - L) * mean * mean) / (D - 1)) + 1e-6f;
+        float hot = L > 0 ? (s - mean) / std : 0.0f, cold = -mean / std;
+        for (int j = 0; j < C; j++) x[j] = cold * m->cells_sum[j];
+        for (int p = 0; p < L; p++) {
+            const uint16_t *row = m->cells + ((int64_t)m->token_bytes[(int64_t)token * c->pos_dim + p] * c->pos_dim + p) * C;
+            for (int j = 0; j < C; j++) x[j] += (hot - cold) * _cvtsh_ss(row[j]);
+        }
+        return;
+    }
+    uint8_t code[MAX_BITS];  /* the K (or D) bits of the token's code */
+    for (int j = 0; j < K; j++) {
+        if (c->input == BINARY) code[j] = bit(token, K, j);
+        else if (c->input == AFFINE) code[j] = __builtin_parityll((uint64_t)token & m->masks[j]) ^ m->affine_b[j];
+        else code[j] = (m->codes[((int64_t)(token / 8) * ((K + 7) / 8) + j / 8) * 8 + token % 8] >> (7 - j % 8)) & 1;
+    }
+    for (int j = 0; j < C; j++) {  /* codes.lift_index: tile j mod K, or interleave floor(j K / n) */
+        int b = code[c->interleave ? (int)((int64_t)j * K / C) : j % K];
+        x[j] = c->pm1 ? 2.0f * b - 1.0f : (float)b;
+    }
+}
+
+/* model.apply_rotary on one head's vector r (hs): dimension i is turned with i + hs / 2. */
+static void rotate(float *r, const float *cos, const float *sin, int hs) {
+    for (int i = 0; i < hs / 2; i++) {
+        float a = r[i], b = r[i + hs / 2];
+        r[i] = a * cos[i] - b * sin[i], r[i + hs / 2] = a * sin[i] + b * cos[i];
+    }
+}
+
+/* n float32 values into the cache at element `at`, as float32 or float16 (rounded to nearest). */
+static void store(void *cache, int64_t at, const float *v, int n, int half) {
+    if (!half) {
+        memcpy((float *)cache + at, v, 4 * (size_t)n);
+        return;
+    }
+    uint16_t *out = (uint16_t *)cache + at;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) out[i] = _cvtss_sh(v[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+static inline float cached(const void *cache, int64_t i, int kind) {
+    return kind == F16 ? _cvtsh_ss(((const uint16_t *)cache)[i]) : ((const float *)cache)[i];
+}
+
+/* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another):
+   y (hs) = softmax(q . k_t / sqrt(hs)) v. Eight dimensions a step, the tail (hs % 8) one by one. */
+static inline __attribute__((always_inline)) void attend(const float *q, const void *kc, const void *vc, float *att,
+                                                         float *y, int T, int hs, int kind) {
+    float top = -INFINITY, total = 0, scale = 1.0f / sqrtf((float)hs);
+    int whole = hs / 8 * 8;
+    for (int t = 0; t < T; t++) {
+        int64_t at = (int64_t)t * hs;
+        __m256 acc = _mm256_setzero_ps();
+        for (int i = 0; i < whole; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(kc, at + i, kind), acc);
+        float score = hsum8(acc);
+        for (int i = whole; i < hs; i++) score += q[i] * cached(kc, at + i, kind);
+        att[t] = score * scale, top = fmaxf(top, att[t]);
+    }
+    for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
+    memset(y, 0, 4 * (size_t)hs);
+    for (int t = 0; t < T; t++) {  /* along each cached value's row: contiguous */
+        int64_t at = (int64_t)t * hs;
+        __m256 a = _mm256_set1_ps(att[t]);
+        for (int i = 0; i < whole; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, load8(vc, at + i, kind), _mm256_loadu_ps(y + i)));
+        for (int i = whole; i < hs; i++) y[i] += att[t] * cached(vc, at + i, kind);
+    }
+    for (int i = 0; i < hs; i++) y[i] /= total;
+}
+
+/* Causal attention of rows new positions (s->pos ..) after their keys and values join the cache. */
+static void attention(const Config *c, State *s, int layer, int rows) {
+    int C = c->n_embd, nh = c->n_head, hs = C / nh;
+    int64_t per_head = (int64_t)s->positions * hs, size = s->half ? 2 : 4;
+    for (int r = 0; r < rows; r++) {
+        float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
+        const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
+        for (int h = 0; h < nh; h++) {
+            rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
+            int64_t at = ((int64_t)layer * nh + h) * per_head + (int64_t)(s->pos + r) * hs;
+            store(s->k_cache, at, k + h * hs, hs, s->half), store(s->v_cache, at, v + h * hs, hs, s->half);
+        }
+    }
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < nh; h++) {  /* the rows and heads side by side, each with its own row of scores */
+            const float *q = s->qkv + (int64_t)r * 3 * C + h * hs;
+            float *att = s->att + ((int64_t)r * nh + h) * s->positions, *y = s->y + (int64_t)r * C + h * hs;
+            int64_t at = ((int64_t)layer * nh + h) * per_head * size;
+            const char *kc = (const char *)s->k_cache + at, *vc = (const char *)s->v_cache + at;
+            if (s->half) attend(q, kc, vc, att, y, s->pos + r + 1, hs, F16);
+            else attend(q, kc, vc, att, y, s->pos + r + 1, hs, F32);
+        }
+}
+
+/* Eight tokens' sums of z over the bits of one code byte each: the low nibble's from table[0 .. 15], the
+   high one's from table[16 .. 31], a nibble picking its sum from 16 in two registers (the 8s bit
+   choosing which), added to low and high. */
+static inline void nibbles8(const uint8_t *bytes, const float *table, __m256 *low, __m256 *high) {
+    __m256i byte = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes));
+    __m256i n[2] = {_mm256_and_si256(byte, _mm256_set1_epi32(15)), _mm256_srli_epi32(byte, 4)};
+    __m256 sums[2];
+    for (int k = 0; k < 2; k++) {
+        __m256 first = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 16 * k), n[k]);
+        __m256 second = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 16 * k + 8), n[k]);
+        sums[k] = _mm256_blendv_ps(first, second, _mm256_castsi256_ps(_mm256_slli_epi32(n[k], 28)));
+    }
+    *low = _mm256_add_ps(*low, sums[0]), *high = _mm256_add_ps(*high, sums[1]);
+}
+
+/* The code head's logits from h (n_embd): z = W h / sqrt(D), then logit(t) = z . c(t) + b(t) with
+   c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z, four bits at a time from 16-entry tables of
+   partial sums, 8 tokens side by side (16 where the CPU has AVX-512: one register holds a table);
+   never a V x D float table. */
+static void code_logits(const Model *m, State *s, const float *h) {
+    const Config *c = &m->c;
+    int D = c->bits, bytes = D / 8, V = c->vocab, blocks = (V + 7) / 8;
+    half_matvec(h, m->head_w, s->z, c->n_embd, D);
+    float total = 0;
+    for (int j = 0; j < D; j++) total += (s->z[j] /= sqrtf((float)D));
+    for (int j = 0; j < bytes; j++)  /* per byte: the sums of z over the bits set in each nibble value */
+        for (int half = 0; half < 2; half++) {  /* 0: the low nibble, code bits 8 j + 4 .. 7; 1: the high one */
+            float *table = s->lut + j * 32 + 16 * half;
+            table[0] = 0;
+            for (int n = 1; n < 16; n++) table[n] = table[n & (n - 1)] + s->z[8 * j + 4 * (1 - half) + 3 - __builtin_ctz(n)];
+        }
+    const float *bias = m->head_b;
+    #pragma omp parallel for schedule(static)
+    for (int pair = 0; pair < (blocks + 1) / 2; pair++) {  /* blocks 2 pair and 2 pair + 1: 16 tokens */
+        int b = 2 * pair, t = 8 * b;
+        const uint8_t *block = m->codes + (int64_t)b * bytes * 8;
+        for (int k = 0; k < 16 * bytes; k += 64) _mm_prefetch((const char *)block + 64 * bytes + k, _MM_HINT_T0);
+#ifdef __AVX512F__
+        if (b + 1 < blocks) {
+            __m512 low = _mm512_setzero_ps(), high = low;
+            for (int j = 0; j < bytes; j++) {
+                __m128i two = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(block + 8 * j)),
+                                                 _mm_loadl_epi64((const __m128i *)(block + 8 * (bytes + j))));
+                __m512i byte = _mm512_cvtepu8_epi32(two);
+                low = _mm512_add_ps(low, _mm512_permutexvar_ps(_mm512_and_si512(byte, _mm512_set1_epi32(15)),
+                                                               _mm512_loadu_ps(s->lut + j * 32)));
+                high = _mm512_add_ps(high, _mm512_permutexvar_ps(_mm512_srli_epi32(byte, 4), _mm512_loadu_ps(s->lut + j * 32 + 16)));
+            }
+            _mm512_storeu_ps(s->logits + t, _mm512_add_ps(low, high));
+        } else
+#endif
+        for (int k = 0; k < 2 && b + k < blocks; k++) {
+            __m256 low = _mm256_setzero_ps(), high = low;
+            for (int j = 0; j < bytes; j++) nibbles8(block + 8 * (k * bytes + j), s->lut + j * 32, &low, &high);
+            _mm256_storeu_ps(s->logits + t + 8 * k, _mm256_add_ps(low, high));
+        }
+        for (int i = t; i < t + 16 && i < V; i++) s->logits[i] = 2.0f * s->logits[i] - total + bias[i];
+    }
+}
+
+/* The logits after rows new tokens (ids) at positions s->pos ..: the last row's, where logits is set. */
+static void forward(const Model *m, State *s, const int *ids, int rows, int logits) {
+    const Config *c = &m->c;
+    int C = c->n_embd, H = c->hidden;
+    for (int r = 0; r < rows; r++) embed(m, ids[r], s->x + (int64_t)r * C);
+    for (int l = 0; l < c->n_layer; l++) {
+        const Layer *L = &m->layers[l];
+        for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln1_w, L->ln1_b, C);
+        run_ternary(&L->qkv, s->h, s->qkv, rows);
+        attention(c, s, l, rows);
+        run_ternary(&L->proj, s->y, s->h, rows);
+        for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
+        for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
+        run_ternary(&L->fc, s->h, s->mlp, rows);
+        #pragma omp parallel for schedule(static)  /* exact GELU: erff is the costliest serial loop left */
+        for (int64_t j = 0; j < (int64_t)rows * H; j++) s->mlp[j] = 0.5f * s->mlp[j] * (1.0f + erff(s->mlp[j] * (float)M_SQRT1_2));
+        run_ternary(&L->down, s->mlp, s->h, rows);
+        for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
+    }
+    s->pos += rows;
+    if (!logits) return;
+    float *last = s->h + (int64_t)(rows - 1) * C;
+    layernorm(last, s->x + (int64_t)(rows - 1) * C, m->lnf_w, m->lnf_b, C);
+    if (c->head == CODES) code_logits(m, s, last);
+    else half_matvec(last, c->head == TIED ? m->table : m->head_w, s->logits, C, c->vocab);
+}
