@@ -290,27 +290,37 @@ static int choose(const float *logits, int V, int best, float temperature, int t
 /* The thread count of the next decoding step. A token is one lock-step pass through about a hundred
    parallel loops; when another process holds a core, one of our threads waits for the scheduler at
    each of them and the token with it (5-10x slower on 2 cores, not the third a lost core costs). So
-   the runtime times its own steps: an estimate of a step's seconds at each count tried (a running
-   mean at the count in use, the latest step at another), and every PROBE steps one step at a
-   neighbouring count, one fewer and one more in turn; it decodes at the fastest. No result depends
-   on the count. */
+   the runtime times its own steps: an estimate of a step's seconds at each count (a running mean at
+   the count in use, the latest step at another), and now and then one step at a neighbouring count,
+   one fewer and one more in turn: at the second step, then after PROBE steps, twice as long after
+   each probe that loses (a probe at a bad count costs up to ten steps), again after PROBE once one
+   wins. It decodes at the fastest, and leaves a count as soon as its mean grows past another's
+   estimate. No result depends on the count. */
 #define PROBE 32
 typedef struct {
     int most, now, turn;  /* OMP_NUM_THREADS; the count in use; which neighbour the next probe tries */
+    int next, wait;       /* the step of the next probe, and the steps from one to the next */
     double *cost;         /* (most + 1): seconds a step, 0 where not yet tried */
 } Pace;
 
 static int pace_next(Pace *p, int step) {
-    if (step % PROBE || p->most == 1) return p->now;
+    if (step != p->next || p->most == 1) return p->now;
     int down = p->now > 1, up = p->now < p->most;
     p->turn = !p->turn;
     return (p->turn && down) || !up ? p->now - 1 : p->now + 1;
 }
 
-static void pace_record(Pace *p, int threads, double seconds) {
+static void pace_record(Pace *p, int threads, double seconds, int step) {
     double *c = &p->cost[threads];
     *c = threads == p->now && *c > 0 ? 0.75 * *c + 0.25 * seconds : seconds;
-    if (*c < p->cost[p->now] || p->cost[p->now] == 0) p->now = threads;
+    if (threads != p->now) {  /* a probe: it wins, or the next one waits twice as long */
+        p->wait = *c < p->cost[p->now] ? PROBE : (p->wait < 16 * PROBE ? 2 * p->wait : p->wait);
+        if (*c < p->cost[p->now]) p->now = threads;
+        p->next = step + p->wait;
+        return;
+    }
+    for (int n = 1; n <= p->most; n++)  /* the count in use grew slower than another's last step: back to it */
+        if (p->cost[n] > 0 && p->cost[n] < *c) p->now = n;
 }
 
 /* This process's peak resident memory: VmHWM, which starts anew at exec (getrusage's ru_maxrss keeps
@@ -410,7 +420,7 @@ int main(int argc, char **argv) {
     Prob *work = xcalloc(V, sizeof(Prob));
     FILE *logits_out = logits_path ? fopen(logits_path, "wb") : NULL;
     if (logits_path && !logits_out) die("cannot write ", logits_path);
-    Pace pace = {.most = omp_get_max_threads()};
+    Pace pace = {.most = omp_get_max_threads(), .next = 2, .wait = PROBE};
     pace.now = pace.most, pace.cost = xcalloc(pace.most + 1, sizeof(double));
     int start = n_ids > block ? n_ids - block : 0, fed = start;  /* the window, and how much of it is in the cache */
     int prompt = n_ids - start, decoded = 0, threads_used = 0;
@@ -430,7 +440,7 @@ int main(int argc, char **argv) {
         int next = choose(s.logits, V, best, temperature, top_k, top_p, work);
         double spent = now() - t;
         if (step == 0) prompt_s = spent;
-        else pace_record(&pace, threads, spent), decode_s += spent, decoded++, threads_used += threads;
+        else pace_record(&pace, threads, spent, step), decode_s += spent, decoded++, threads_used += threads;
         if (next == stop) break;
         if (n_ids == cap && !(ids = realloc(ids, sizeof(int) * (cap = 2 * cap + 64)))) die("out of memory", NULL);
         ids[n_ids++] = next, made++;
