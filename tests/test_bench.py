@@ -40,13 +40,14 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     assert {r["what"].split(" (")[0] for r in results["prepare"]} >= {"prepare.py --workers 1", "tiktoken.encode_ordinary_batch alone"}
     assert all(r["tokens"] > 100_000 and r["tok_s"] > 0 for r in results["prepare"])
     assert len({r["tokens"] for r in results["prepare"][:2]}) == 1  # one and two workers write the same tokens
-    paper = next(r for r in results["paper"]["the paper's"] if r["engine"] == "ours, torch packed")
+    paper = next(r for r in results["paper"]["rows"]["the paper's"] if r["engine"] == "ours, torch packed")
     # (the paper's widths, 2 layers, V = 8,192: 512-bit codes, a 2-bit body)
     body = 2 * (640 * (3 * 640 + 640 + 2 * 3072) // 4 + 4 * 4)  # each layer's four matrices at 2 bits, and gammas
     assert paper["parts"]["codes (V x D bits, the input's and the head's)"] == 8192 * 512 // 8
     assert paper["parts"]["body: ternary weights, 2 bits each, and their scales"] == body
     assert paper["file"] > sum(paper["parts"].values())
-    assert all(r["tok_s"] > 0 for rows in results["paper"].values() for r in rows if "refused" not in r)
+    assert all(r["tok_s"] > 0 for rows in results["paper"]["rows"].values() for r in rows if "refused" not in r)
+    assert "1" in results["paper"]["bandwidth"] and all(b["gb_s"] > 0 for b in results["paper"]["bandwidth"].values())
     generate = results["generate"]
     assert len(generate) == 8 and {(r["batch"], r["kv_cache"]) for r in generate} == {(1, True), (1, False), (8, True), (8, False)}
     assert all(r["tok_s"] > 0 and 0 < r["first_token_ms"] < 1000 * r["seconds"] for r in generate)
