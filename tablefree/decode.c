@@ -163,23 +163,34 @@ static void attention(const Config *c, State *s, int layer, int rows) {
 
 /* Eight tokens' sums of z over the bits of one code byte each: the low nibble's from table[0 .. 15], the
    high one's from table[16 .. 31], a nibble picking its sum from 16 in two registers (the 8s bit
-   choosing which), added to low and high. */
-static inline void nibbles8(const uint8_t *bytes, const float *table, __m256 *low, __m256 *high) {
+   choosing which), both added to sum. */
+static inline __m256 nibbles8(const uint8_t *bytes, const float *table, __m256 sum) {
     __m256i byte = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes));
     __m256i n[2] = {_mm256_and_si256(byte, _mm256_set1_epi32(15)), _mm256_srli_epi32(byte, 4)};
-    __m256 sums[2];
     for (int k = 0; k < 2; k++) {
         __m256 first = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 16 * k), n[k]);
         __m256 second = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 16 * k + 8), n[k]);
-        sums[k] = _mm256_blendv_ps(first, second, _mm256_castsi256_ps(_mm256_slli_epi32(n[k], 28)));
+        sum = _mm256_add_ps(sum, _mm256_blendv_ps(first, second, _mm256_castsi256_ps(_mm256_slli_epi32(n[k], 28))));
     }
-    *low = _mm256_add_ps(*low, sums[0]), *high = _mm256_add_ps(*high, sums[1]);
+    return sum;
 }
+
+#ifdef __AVX512F__
+/* The same for sixteen tokens, two blocks' bytes side by side (from the first and from `next` bytes on):
+   with AVX-512 one register holds a 16-entry table. */
+static inline __m512 nibbles16(const uint8_t *bytes, int64_t next, const float *table, __m512 sum) {
+    __m512i byte = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)bytes),
+                                                           _mm_loadl_epi64((const __m128i *)(bytes + next))));
+    sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_and_si512(byte, _mm512_set1_epi32(15)), _mm512_loadu_ps(table)));
+    return _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_srli_epi32(byte, 4), _mm512_loadu_ps(table + 16)));
+}
+#endif
 
 /* The code head's logits from h (n_embd): z = W h / sqrt(D), then logit(t) = z . c(t) + b(t) with
    c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z, four bits at a time from 16-entry tables of
-   partial sums, 8 tokens side by side (16 where the CPU has AVX-512: one register holds a table);
-   never a V x D float table. */
+   partial sums, 8 tokens side by side (16 where the CPU has AVX-512); never a V x D float table. The
+   even and the odd bytes add into two sums, so each add need not wait for the one before; the codes
+   are streamed once a step, so the blocks four pairs ahead are fetched while these are summed. */
 static void code_logits(const Model *m, State *s, const float *h) {
     const Config *c = &m->c;
     int D = c->bits, bytes = D / 8, V = c->vocab, blocks = (V + 7) / 8;
@@ -192,30 +203,32 @@ static void code_logits(const Model *m, State *s, const float *h) {
             table[0] = 0;
             for (int n = 1; n < 16; n++) table[n] = table[n & (n - 1)] + s->z[8 * j + 4 * (1 - half) + 3 - __builtin_ctz(n)];
         }
-    const float *bias = m->head_b;
+    const float *bias = m->head_b, *lut = s->lut;
     #pragma omp parallel for schedule(static)
     for (int pair = 0; pair < (blocks + 1) / 2; pair++) {  /* blocks 2 pair and 2 pair + 1: 16 tokens */
-        int b = 2 * pair, t = 8 * b;
+        int b = 2 * pair, t = 8 * b, j;
         const uint8_t *block = m->codes + (int64_t)b * bytes * 8;
         for (int k = 0; k < 16 * bytes; k += 64) _mm_prefetch((const char *)block + 64 * bytes + k, _MM_HINT_T0);
 #ifdef __AVX512F__
         if (b + 1 < blocks) {
-            __m512 low = _mm512_setzero_ps(), high = low;
-            for (int j = 0; j < bytes; j++) {
-                __m128i two = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(block + 8 * j)),
-                                                 _mm_loadl_epi64((const __m128i *)(block + 8 * (bytes + j))));
-                __m512i byte = _mm512_cvtepu8_epi32(two);
-                low = _mm512_add_ps(low, _mm512_permutexvar_ps(_mm512_and_si512(byte, _mm512_set1_epi32(15)),
-                                                               _mm512_loadu_ps(s->lut + j * 32)));
-                high = _mm512_add_ps(high, _mm512_permutexvar_ps(_mm512_srli_epi32(byte, 4), _mm512_loadu_ps(s->lut + j * 32 + 16)));
+            __m512 even = _mm512_setzero_ps(), odd = even;
+            for (j = 0; j + 2 <= bytes; j += 2) {
+                even = nibbles16(block + 8 * j, 8 * bytes, lut + 32 * j, even);
+                odd = nibbles16(block + 8 * j + 8, 8 * bytes, lut + 32 * j + 32, odd);
             }
-            _mm512_storeu_ps(s->logits + t, _mm512_add_ps(low, high));
+            if (j < bytes) even = nibbles16(block + 8 * j, 8 * bytes, lut + 32 * j, even);
+            _mm512_storeu_ps(s->logits + t, _mm512_add_ps(even, odd));
         } else
 #endif
         for (int k = 0; k < 2 && b + k < blocks; k++) {
-            __m256 low = _mm256_setzero_ps(), high = low;
-            for (int j = 0; j < bytes; j++) nibbles8(block + 8 * (k * bytes + j), s->lut + j * 32, &low, &high);
-            _mm256_storeu_ps(s->logits + t + 8 * k, _mm256_add_ps(low, high));
+            const uint8_t *mine = block + 8 * k * bytes;
+            __m256 even = _mm256_setzero_ps(), odd = even;
+            for (j = 0; j + 2 <= bytes; j += 2) {
+                even = nibbles8(mine + 8 * j, lut + 32 * j, even);
+                odd = nibbles8(mine + 8 * j + 8, lut + 32 * j + 32, odd);
+            }
+            if (j < bytes) even = nibbles8(mine + 8 * j, lut + 32 * j, even);
+            _mm256_storeu_ps(s->logits + t + 8 * k, _mm256_add_ps(even, odd));
         }
         for (int i = t; i < t + 16 && i < V; i++) s->logits[i] = 2.0f * s->logits[i] - total + bias[i];
     }
