@@ -217,7 +217,13 @@ static void code_logits(const Model *m, State *s, const float *h) {
                 odd = nibbles16(block + 8 * j + 8, 8 * bytes, lut + 32 * j + 32, odd);
             }
             if (j < bytes) even = nibbles16(block + 8 * j, 8 * bytes, lut + 32 * j, even);
-            _mm512_storeu_ps(s->logits + t, _mm512_add_ps(even, odd));
+            __m512 sum = _mm512_add_ps(even, odd);
+            if (t + 16 <= V) {  /* 2 sum - total + b, sixteen at a time */
+                __m512 logit = _mm512_sub_ps(_mm512_add_ps(sum, sum), _mm512_set1_ps(total));
+                _mm512_storeu_ps(s->logits + t, _mm512_add_ps(logit, _mm512_loadu_ps(bias + t)));
+                continue;
+            }
+            _mm512_storeu_ps(s->logits + t, sum);
         } else
 #endif
         for (int k = 0; k < 2 && b + k < blocks; k++) {
@@ -230,7 +236,7 @@ static void code_logits(const Model *m, State *s, const float *h) {
             if (j < bytes) even = nibbles8(mine + 8 * j, lut + 32 * j, even);
             _mm256_storeu_ps(s->logits + t + 8 * k, _mm256_add_ps(even, odd));
         }
-        for (int i = t; i < t + 16 && i < V; i++) s->logits[i] = 2.0f * s->logits[i] - total + bias[i];
+        for (int i = t; i < t + 16 && i < V; i++) s->logits[i] = 2.0f * s->logits[i] - total + bias[i];  /* the same */
     }
 }
 
