@@ -15,43 +15,50 @@ static void my_rows(int out, int *lo, int *hi) {
     *hi = *lo + per < out ? *lo + per : out;
 }
 
-/* y[n][o] = sum_i W[o][i] x[n][i]; w: (out, in / 4) repacked bytes, x: (N, in) int8, in % 128 == 0.
+/* sum_i (W[o][i] + 1) x[i] for one row of weights (in / 4 repacked bytes) and x (in) int8, in % 128 == 0.
    Per 128 weights: four maddubs of (W + 1) in {0, 1, 2} by x in [-128, 127] give int16 pairs of
    magnitude <= 2 * 2 * 128 = 512; the four are added in int16 (<= 2,048, far from 32,767), then one
-   madd widens them into the int32 sums. sum(x) per row is computed once, then subtracted. */
-void ternary_matmul(const int8_t *x, const uint8_t *w, int32_t *y, int N, int in, int out) {
+   madd widens them into the int32 sums. The caller subtracts sum(x), computed once a row of x. */
+static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) {
     const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    for (int b = 0; b < in; b += 128) {
+        __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
+        __m256i pairs = _mm256_setzero_si256();
+        for (int s = 0; s < 4; s++) {  /* weights b + 32 s .. b + 32 s + 31, each W + 1 */
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * s), mask);
+            __m256i v = _mm256_loadu_si256((const __m256i *)(xs + b + 32 * s));
+            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(q, v));
+        }
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones16));
+    }
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+
+static int32_t *row_sums(const int8_t *x, int N, int in) {  /* sum(x) per row (N), malloc'd */
     int32_t *xsum = malloc(sizeof(int32_t) * N);
     for (int n = 0; n < N; n++) {
         int32_t s = 0;
         for (int i = 0; i < in; i++) s += x[(int64_t)n * in + i];
         xsum[n] = s;
     }
+    return xsum;
+}
+
+/* y[n][o] = sum_i W[o][i] x[n][i]; w: (out, in / 4) repacked bytes, x: (N, in) int8, in % 128 == 0;
+   each thread its own rows of W, each row read once for all N rows of x. */
+void ternary_matmul(const int8_t *x, const uint8_t *w, int32_t *y, int N, int in, int out) {
+    int32_t *xsum = row_sums(x, N, in);
     #pragma omp parallel
     {
         int lo, hi;
         my_rows(out, &lo, &hi);
-        for (int o = lo; o < hi; o++) {
-            const uint8_t *row = w + (int64_t)o * (in / 4);
-            for (int n = 0; n < N; n++) {
-                const int8_t *xs = x + (int64_t)n * in;
-                __m256i acc = _mm256_setzero_si256();
-                for (int b = 0; b < in; b += 128) {
-                    __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
-                    __m256i pairs = _mm256_setzero_si256();
-                    for (int s = 0; s < 4; s++) {  /* weights b + 32 s .. b + 32 s + 31, each W + 1 */
-                        __m256i q = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * s), mask);
-                        __m256i v = _mm256_loadu_si256((const __m256i *)(xs + b + 32 * s));
-                        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(q, v));
-                    }
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones16));
-                }
-                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-                y[(int64_t)n * out + o] = _mm_cvtsi128_si32(h) - xsum[n];  /* sum (W + 1) x - sum x */
-            }
-        }
+        for (int o = lo; o < hi; o++)
+            for (int n = 0; n < N; n++)
+                y[(int64_t)n * out + o] = ternary_dot(w + (int64_t)o * (in / 4), x + (int64_t)n * in, in) - xsum[n];
     }
     free(xsum);
 }
@@ -61,7 +68,6 @@ void ternary_matmul(const int8_t *x, const uint8_t *w, int32_t *y, int N, int in
    of ternary.absmax_int8 and PackedTernaryLinear.forward, in their order and float32 rounding. */
 void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out) {
     int8_t *xq = malloc((size_t)N * in_padded);
-    int32_t *sums = malloc(sizeof(int32_t) * (size_t)N * out);
     float *scale = malloc(sizeof(float) * N);
     const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
     for (int n = 0; n < N; n++) {
@@ -84,12 +90,17 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
         }
         for (; i < in_padded; i++) q[i] = i < in ? (int8_t)fminf(fmaxf(nearbyintf(row[i] * scale[n]), -128.0f), 127.0f) : 0;
     }
-    ternary_matmul(xq, w, sums, N, in_padded, out);
-    for (int n = 0; n < N; n++) {
-        float factor = gamma / scale[n];
-        for (int o = 0; o < out; o++) y[(int64_t)n * out + o] = (float)sums[(int64_t)n * out + o] * factor;
+    int32_t *xsum = row_sums(xq, N, in_padded);
+    #pragma omp parallel  /* as ternary_matmul, each sum rescaled where it is made */
+    {
+        int lo, hi;
+        my_rows(out, &lo, &hi);
+        for (int o = lo; o < hi; o++)
+            for (int n = 0; n < N; n++)
+                y[(int64_t)n * out + o] = (float)(ternary_dot(w + (int64_t)o * (in_padded / 4), xq + (int64_t)n * in_padded,
+                                                              in_padded) - xsum[n]) * (gamma / scale[n]);
     }
-    free(xq), free(sums), free(scale);
+    free(xq), free(xsum), free(scale);
 }
 
 /* Eight weights as float32: from float32, bfloat16 (its 16 bits are a float32's top half) or float16. */
