@@ -2,7 +2,7 @@
 
    The file is tablefree/runtime.py's flat copy of a packed export (tools/export.py): a header, a
    directory of named tensors, then their bytes, mapped into memory and read in place. What it computes
-   is model.py's GPT with a ternary body (tablefree/ternary.py), token by token with a KV cache:
+   is model.py's GPT with a ternary body (tablefree/ternary.py), with a KV cache (decode.c):
 
      input   binary / affine: the id's K bits (affine: A c XOR b), lifted to n_embd; frozen: its D bits,
              read from the bit table; kronecker: W kappa(bytes of t); learned: a float16 table row
@@ -10,16 +10,21 @@
              attention over the cache, ternary output; LayerNorm, ternary MLP with exact GELU
      head    untied or tied: a float16 matrix-vector product; codes: z = W ln_f(h) / sqrt(D), then
              logit(t) = z . c(t) + b(t) with c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z,
-             four bits at a time from 16-entry tables of partial sums, 8 tokens side by side
-             (never a V x D float table)
+             four bits at a time from 16-entry tables of partial sums (never a V x D float table)
 
-   Build: gcc -O3 -mavx2 -mfma -mf16c -fopenmp run.c -o run -lm   (tablefree/runtime.py does, at first use)
+   The prompt goes through in runs of up to 64 positions (matrix products: each weight read once a
+   run), then one position a step. This file: the file format, the model's tensors, choosing tokens,
+   the thread count (Pace) and the loop; decode.c: the model's arithmetic; kernel.c: the kernels.
+
+   Build: gcc -O3 -mavx2 -mfma -mf16c [-mavx512f] -fopenmp run.c -o run -lm   (tablefree/runtime.py
+          does, at first use; -mavx512f where the CPU has it)
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-              [--seed S] [--stop ID] [--logits FILE] [--print_ids]
+              [--seed S] [--stop ID] [--kv_cache f32|f16] [--logits FILE] [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
-   line of timing and memory to stderr at the end. Every error is one line on stderr, exit status 1:
-   every number on the command line is parsed whole and bounded, and every size in the file is checked
-   against the file (its checksum covers the header and the directory too) before anything is read. */
+   line of timing and memory to stderr at the end (the prompt's rate, then decoding's: the steps after
+   it). Every error is one line on stderr, exit status 1: every number on the command line is parsed
+   whole and bounded, and every size in the file is checked against the file (its checksum covers the
+   header and the directory too) before anything is read. */
 
 #include <errno.h>
 #include <fcntl.h>
