@@ -161,7 +161,7 @@ def paired_rows(files, program, counts, pairs, new_tokens, bandwidth):
         config, f = files[name]["config"], files[name]
         read = (f["bytes"] + engines.kv_bytes(config, PROMPT + new_tokens / 2, 4 if variant == "f32" else 2)
                 if engine == "ours" else engines.gguf_bytes(f["gguf"][variant], config) +
-                engines.kv_bytes(config, (new_tokens + 1) / 2, 2))
+                engines.kv_bytes(config, PROMPT + (new_tokens + 1) / 2, 2))
         tok_s = statistics.median(r["tok_s"] for r in done)
         rows.append({"engine": engine, "model": name, "variant": variant, "threads": threads, "load": load,
                      "file": (f["flat"] if engine == "ours" else f["gguf"][variant]).stat().st_size,
@@ -228,7 +228,8 @@ def pairs_table(pairs, bandwidth, new_tokens, n, program):
              f"`dev/build_llama_bench.sh`): each engine's process run {n} times, in turns with the others (tokens/s and "
              f"prompt tokens/s: medians; the ratio: the median of the pairs' ratios; peak RSS: the largest, from the "
              f"kernel). Ours: a {PROMPT}-token prompt, then {new_tokens} tokens (its decoding rate: the steps after the "
-             f"prompt); llama-bench: `pp {PROMPT}` and `tg {new_tokens}` from an empty context, F16 KV cache. Bytes a "
+             f"prompt); llama-bench: `pp {PROMPT}` and `tg {new_tokens}`, each after {PROMPT} tokens of context (`-d "
+             f"{PROMPT}`), its F16 KV cache. Bytes a "
              f"step reads: the file's tensors it uses and the KV cache at the mean context. This machine's read "
              f"bandwidth (experiments/bandwidth.c, 1 GiB, the best of 5): " +
              ", ".join(f"{b['gb_s']:.1f} GB/s at {t} thread{'s' * (t > 1)}" for t, b in bandwidth.items()) + ".", ""]
@@ -256,7 +257,7 @@ def targets(shape, rows):
     for kv in ("f32", "f16"):
         ours = by.get(("ours", "frozen+codes", kv, "idle"))
         q8 = by.get(("llama-bench", "learned+tied", "Q8_0", "idle"))
-        if ours and q8:
+        if ours and q8 and shape == PAPER:
             memory = ours["peak_rss"] / q8["peak_rss"]
             lines.append(f"- the paper's claim, our runtime ({kv} KV cache) against llama-bench Q8_0 at {most} threads: "
                          f"{ours['ratio']:.2f}x the speed (the paper: 5-6x; target at least 5x: "

@@ -67,13 +67,13 @@ def test_the_engines_alternate_and_each_pair_gives_its_ratio(stand_in, tmp_path)
         [("ours", kv, load) for kv in ("f32", "f16") for load in ("idle", "busy")] + [("llama-bench", "Q8_0", "idle"),
                                                                                       ("llama-bench", "Q8_0", "busy")])
     calls = log.read_text().splitlines()
-    assert len(calls) == 4 and all(" -t 1 " in c and " -n 8 " in c and " -p 16 " in c for c in calls)
+    assert len(calls) == 4 and all(" -t 1 " in c and " -n 8 " in c and " -p 16 " in c and " -d 16 " in c for c in calls)
     q8 = files["learned+tied, float"]
     for r in rows:
         assert len(r["runs"]) == 2 and r["of_probe"] == pytest.approx(r["gb_s"] / 10.0)
         if r["engine"] == "llama-bench":
             assert (r["tok_s"], r["prompt_tok_s"]) == (50.0, 400.0)
-            assert r["bytes"] == engines.gguf_bytes(q8["gguf"]["Q8_0"], q8["config"]) + engines.kv_bytes(q8["config"], 4.5, 2)
+            assert r["bytes"] == engines.gguf_bytes(q8["gguf"]["Q8_0"], q8["config"]) + engines.kv_bytes(q8["config"], 20.5, 2)
         else:
             assert r["ratio"] == pytest.approx(statistics.median(t / 50.0 for t in r["runs"])) and r["tok_s"] > 0
             assert r["peak_rss"] > 0 and 0 < r["threads_used"] <= 1
