@@ -300,7 +300,7 @@ static int choose(const float *logits, int V, int best, float temperature, int t
    one fewer and one more in turn: at the second step, then after PROBE steps, twice as long after
    each probe that loses (a probe at a bad count costs up to ten steps), again after PROBE once one
    wins. It decodes at the fastest, and leaves a count as soon as its mean grows past another's
-   estimate. No result depends on the count. */
+   estimate (a probe that won by luck: the next waits twice as long). No result depends on the count. */
 #define PROBE 32
 typedef struct {
     int most, now, turn;  /* OMP_NUM_THREADS; the count in use; which neighbour the next probe tries */
@@ -324,8 +324,13 @@ static void pace_record(Pace *p, int threads, double seconds, int step) {
         p->next = step + p->wait;
         return;
     }
-    for (int n = 1; n <= p->most; n++)  /* the count in use grew slower than another's last step: back to it */
-        if (p->cost[n] > 0 && p->cost[n] < *c) p->now = n;
+    int best = p->now;  /* the count in use grew slower than another's last step: to the fastest, */
+    for (int n = 1; n <= p->most; n++)
+        if (p->cost[n] > 0 && p->cost[n] < p->cost[best]) best = n;
+    if (best != p->now) {  /* and the win that chose the count left counts as a loss */
+        p->now = best, p->wait = p->wait < 16 * PROBE ? 2 * p->wait : p->wait;
+        p->next = step + p->wait;
+    }
 }
 
 /* This process's peak resident memory: VmHWM, which starts anew at exec (getrusage's ru_maxrss keeps
