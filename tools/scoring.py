@@ -152,13 +152,18 @@ def token_losses(model, ids, limit, batch_size, autocast):
     if not starts:
         raise UserError("the held-out text has fewer than 2 tokens")
     windows = [ids[s:s + block + 1].tolist() for s in starts]
+    targets = np.concatenate([np.asarray(w[1:]) for w in windows])
+    losses, at = np.empty(len(targets), dtype=np.float32), np.cumsum([0] + [len(w) - 1 for w in windows])
 
+    # The losses go into one array made beforehand: a small array kept for each window, left between
+    # the (T, V) temporaries, fragmented glibc's heap by about that temporary a window (13 GB for the
+    # regime study's 3,047 windows at V = 8,192; dev/LOG.md, 2026-12-04).
     def score(i, logits):
         target = torch.tensor(windows[i][1:], device=logits.device)
-        return F.cross_entropy(logits.float(), target, reduction="none").cpu().numpy()
+        losses[at[i]:at[i + 1]] = F.cross_entropy(logits.float(), target, reduction="none").cpu().numpy()
 
-    losses = score_sequences(model, [w[:-1] for w in windows], batch_size, autocast, score)
-    return np.concatenate([np.asarray(w[1:]) for w in windows]), np.concatenate(losses)
+    score_sequences(model, [w[:-1] for w in windows], batch_size, autocast, score)
+    return targets, losses
 
 
 def run_val(targets, losses, enc, where):
