@@ -91,6 +91,7 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
         for (; i < in_padded; i++) q[i] = i < in ? (int8_t)fminf(fmaxf(nearbyintf(row[i] * scale[n]), -128.0f), 127.0f) : 0;
     }
     int32_t *xsum = row_sums(xq, N, in_padded);
+    for (int n = 0; n < N; n++) scale[n] = gamma / scale[n];  /* each row's factor, once */
     #pragma omp parallel  /* as ternary_matmul, each sum rescaled where it is made */
     {
         int lo, hi;
@@ -98,7 +99,7 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
         for (int o = lo; o < hi; o++)
             for (int n = 0; n < N; n++)
                 y[(int64_t)n * out + o] = (float)(ternary_dot(w + (int64_t)o * (in_padded / 4), xq + (int64_t)n * in_padded,
-                                                              in_padded) - xsum[n]) * (gamma / scale[n]);
+                                                              in_padded) - xsum[n]) * scale[n];
     }
     free(xq), free(xsum), free(scale);
 }
