@@ -13,10 +13,10 @@ and out), random weights (speed and size do not depend on them), then at 8 x 768
   model of the same shape, float body in Q8_0 and F16 (the paper's comparison), and ternary body in
   TQ2_0, with our runtime on that same ternary model beside it;
 - llama.cpp's own benchmark, llama-bench (experiments/engines.py), against our runtime with its
-  float32 and float16 KV cache: the engines alternate run by run, PAIRS pairs at 1 thread and at
-  all, then all again beside one busy process; medians, the per-pair ratio, peak RSS, the bytes a
-  step reads and the bandwidth that makes, against this machine's (experiments/bandwidth.py). The
-  issue-56 targets are against these rows.
+  float32 and float16 KV cache (and a code head's float32 and int16 tables): the engines alternate
+  run by run, PAIRS pairs at 1 thread and at all, then all again beside one busy process; medians,
+  the per-pair ratio, peak RSS, the bytes a step reads and the bandwidth that makes, against this
+  machine's (experiments/bandwidth.py). The issue-56 targets are against these rows.
 """
 
 import importlib.util
@@ -134,8 +134,10 @@ def decode_rows(fields, new_tokens, threads, folder):
 
 
 def contestants(files):
-    """(engine, model, variant) of the paired runs: ours with each KV cache, llama-bench on each GGUF."""
-    return [*(("ours", name, kv) for name, f in files.items() if "flat" in f for kv in ("f32", "f16")),
+    """(engine, model, variant) of the paired runs: ours with each KV cache (and a code head with each kind of
+    table: engines.VARIANTS), llama-bench on each GGUF."""
+    return [*(("ours", name, variant) for name, f in files.items() if "flat" in f for variant in engines.VARIANTS
+              if f["config"].head == "codes" or "i16" not in variant),
             *(("llama-bench", name, kind) for name, f in files.items() for kind in f["gguf"])]
 
 
@@ -159,7 +161,7 @@ def paired_rows(files, program, counts, pairs, new_tokens, bandwidth):
     rows = []
     for (engine, name, variant, threads, load), done in runs.items():
         config, f = files[name]["config"], files[name]
-        read = (f["bytes"] + engines.kv_bytes(config, PROMPT + new_tokens / 2, 4 if variant == "f32" else 2)
+        read = (f["bytes"] + engines.kv_bytes(config, PROMPT + new_tokens / 2, 4 if variant.startswith("f32") else 2)
                 if engine == "ours" else engines.gguf_bytes(f["gguf"][variant], config) +
                 engines.kv_bytes(config, PROMPT + (new_tokens + 1) / 2, 2))
         tok_s = statistics.median(r["tok_s"] for r in done)
@@ -234,7 +236,7 @@ def pairs_table(pairs, bandwidth, new_tokens, n, program):
              f"bandwidth (experiments/bandwidth.c, 1 GiB, the best of 5): " +
              ", ".join(f"{b['gb_s']:.1f} GB/s at {t} thread{'s' * (t > 1)}" for t, b in bandwidth.items()) + ".", ""]
     for shape, rows in pairs.items():
-        table += [f"{shape} shape:", "", "| load | threads | engine | model | KV cache or type | tokens/s | ratio | "
+        table += [f"{shape} shape:", "", "| load | threads | engine | model | KV cache (, head tables) or type | tokens/s | ratio | "
                   "prompt tokens/s | peak RSS (MB) | MB a step | GB/s | of the bandwidth |", "|---" * 12 + "|"]
         table += [pair_line(r) for r in rows]
         table += ["", *targets(shape, rows), ""]
@@ -254,26 +256,26 @@ def targets(shape, rows):
     most = max(r["threads"] for r in rows)
     by = {(r["engine"], r["model"].split(",")[0], r["variant"], r["load"]): r for r in rows if r["threads"] == most}
     lines = []
-    for kv in ("f32", "f16"):
-        ours = by.get(("ours", "frozen+codes", kv, "idle"))
+    for variant, flags in engines.VARIANTS.items():
+        ours, named = by.get(("ours", "frozen+codes", variant, "idle")), f"`{' '.join(flags) or 'its defaults'}`"
         q8 = by.get(("llama-bench", "learned+tied", "Q8_0", "idle"))
         if ours and q8 and shape == PAPER:
             memory = ours["peak_rss"] / q8["peak_rss"]
-            lines.append(f"- the paper's claim, our runtime ({kv} KV cache) against llama-bench Q8_0 at {most} threads: "
+            lines.append(f"- the paper's claim, our runtime ({named}) against llama-bench Q8_0 at {most} threads: "
                          f"{ours['ratio']:.2f}x the speed (the paper: 5-6x; target at least 5x: "
                          f"{verdict(ours['ratio'] >= 5)}) at {memory:.3f}x the peak memory (the paper: a seventh; target "
                          f"at most 0.143x: {verdict(memory <= 1 / 7)}); {100 * ours['of_probe']:.0f}% of the machine's "
                          f"bandwidth (target at least 60%: {verdict(ours['of_probe'] >= 0.6)})")
-        same, tq2 = by.get(("ours", "learned+tied", kv, "idle")), by.get(("llama-bench", "learned+tied", "TQ2_0", "idle"))
+        same, tq2 = by.get(("ours", "learned+tied", variant, "idle")), by.get(("llama-bench", "learned+tied", "TQ2_0", "idle"))
         if same and tq2:
-            lines.append(f"- our runtime ({kv} KV cache) against llama-bench TQ2_0 on the same ternary weights: "
+            lines.append(f"- our runtime ({named}) against llama-bench TQ2_0 on the same ternary weights: "
                          f"{same['ratio']:.2f}x the speed (target at least 1.0x: {verdict(same['ratio'] >= 1)})")
-        idle, loaded = by.get(("ours", "frozen+codes", kv, "idle")), by.get(("ours", "frozen+codes", kv, "busy"))
+        idle, loaded = by.get(("ours", "frozen+codes", variant, "idle")), by.get(("ours", "frozen+codes", variant, "busy"))
         rival = [by.get(("llama-bench", "learned+tied", t, load)) for t in ("Q8_0", "TQ2_0") for load in ("idle", "busy")]
         rival = rival[:2] if rival[0] else rival[2:]
         if idle and loaded and all(rival):
             kept = loaded["tok_s"] / idle["tok_s"]
-            lines.append(f"- beside one busy process, ours ({kv} KV cache) keeps {100 * kept:.0f}% of its idle speed "
+            lines.append(f"- beside one busy process, ours ({named}) keeps {100 * kept:.0f}% of its idle speed "
                          f"(target at least 40%: {verdict(kept >= 0.4)}); llama-bench {rival[0]['variant']} keeps "
                          f"{100 * rival[1]['tok_s'] / rival[0]['tok_s']:.0f}%")
     ours = by.get(("ours", "frozen+codes", "f32", "idle"))

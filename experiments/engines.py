@@ -23,6 +23,10 @@ from tablefree.kernel import cache_dir
 from tools.llamacpp import gguf_package
 
 PROMPT = 16  # tokens: ours gets a 16-token prompt, llama-bench a 16-token `pp` test beside its `tg`
+# run.c's variants: the KV cache in float32 (the default) or float16, and (a code head's only) its tables
+# in float32 (the default: the torch path's logits within 1e-4) or int16 (within about 1e-3)
+VARIANTS = {"f32": (), "f16": ("--kv_cache", "f16"), "f32, i16 tables": ("--head_tables", "i16"),
+            "f16, i16 tables": ("--kv_cache", "f16", "--head_tables", "i16")}
 
 
 def llama_bench():
@@ -56,11 +60,12 @@ def measured(command, threads):
     return stdout, stderr, peak
 
 
-def ours(flat, threads, new_tokens, kv_cache="f32"):
-    """run.c on a flat file, greedy from a fixed prompt: {tok_s, prompt_tok_s, threads_used, peak_rss}."""
+def ours(flat, threads, new_tokens, variant="f32"):
+    """run.c on a flat file, greedy from a fixed prompt, with one of VARIANTS' flags: {tok_s, prompt_tok_s,
+    threads_used, peak_rss}."""
     ids = ",".join(str(7 * i % 251) for i in range(PROMPT))
     _, err, peak = measured([str(runtime.binary()), str(flat), "--ids", ids, "--max_new_tokens", str(new_tokens),
-                             "--temperature", "0", "--print_ids", "--kv_cache", kv_cache], threads)
+                             "--temperature", "0", "--print_ids", *VARIANTS[variant]], threads)
     found = re.search(r"([\d.]+) prompt tokens/s\), decoding ([\d.]+) tokens/s; peak RSS ([\d.]+) MB.*\(([\d.]+) a step",
                       err)
     if not found:

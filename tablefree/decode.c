@@ -12,22 +12,24 @@ typedef struct {  /* the activations of up to MAX_ROWS positions, and the cache 
     float *x, *h, *y;          /* (rows, n_embd) */
     float *qkv, *mlp;          /* (rows, 3 n_embd), (rows, hidden) */
     float *att;                /* (rows, n_head, positions): each query's scores */
-    float *z, *logits, *lut;   /* the code head's projection (D), the logits (V padded to 16), its tables */
+    float *z, *logits, *lut;   /* the code head's projection (D), the logits (V padded to 32), its tables */
+    int16_t *lut16;            /* its tables in int16 (--head_tables i16), and whether they are used */
+    int tables16;
     void *k_cache, *v_cache;   /* (n_layer, n_head, positions, head_dim): keys after the rotation, values */
     int half;                  /* the cache in float16 */
     float *cos, *sin;          /* (positions, head_dim / 2) */
     int positions, pos;
 } State;
 
-static void new_state(State *s, const Config *c, int positions, int half) {
+static void new_state(State *s, const Config *c, int positions, int half, int tables16) {
     int C = c->n_embd, hs = C / c->n_head, R = MAX_ROWS;
     size_t cache = (size_t)c->n_layer * positions * C * (half ? 2 : 4);
-    s->positions = positions, s->pos = 0, s->half = half;
+    s->positions = positions, s->pos = 0, s->half = half, s->tables16 = tables16;
     s->x = xcalloc((size_t)R * C, 4), s->h = xcalloc((size_t)R * C, 4), s->y = xcalloc((size_t)R * C, 4);
     s->qkv = xcalloc((size_t)R * 3 * C, 4), s->mlp = xcalloc((size_t)R * c->hidden, 4);
     s->att = xcalloc((size_t)R * c->n_head * positions, 4);
-    s->z = xcalloc(c->bits + 8, 4), s->logits = xcalloc((c->vocab + 15) / 16 * 16, 4);
-    s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4);
+    s->z = xcalloc(c->bits + 8, 4), s->logits = xcalloc((c->vocab + 31) / 32 * 32, 4);
+    s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4), s->lut16 = xcalloc((size_t)(c->bits / 8 + 1) * 32, 2);
     s->k_cache = xcalloc(cache, 1), s->v_cache = xcalloc(cache, 1);
     s->cos = xcalloc((size_t)positions * hs / 2, 4), s->sin = xcalloc((size_t)positions * hs / 2, 4);
     for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
@@ -78,7 +80,7 @@ static void embed(const Model *m, int token, float *x) {
     for (int j = 0; j < K; j++) {
         if (c->input == BINARY) code[j] = bit(token, K, j);
         else if (c->input == AFFINE) code[j] = __builtin_parityll((uint64_t)token & m->masks[j]) ^ m->affine_b[j];
-        else code[j] = (m->codes[((int64_t)(token / 8) * ((K + 7) / 8) + j / 8) * 8 + token % 8] >> (7 - j % 8)) & 1;
+        else code[j] = (m->codes[((int64_t)(token / 32) * ((K + 7) / 8) + j / 8) * 32 + token % 32] >> (7 - j % 8)) & 1;
     }
     for (int j = 0; j < C; j++) {  /* codes.lift_index: tile j mod K, or interleave floor(j K / n) */
         int b = code[c->interleave ? (int)((int64_t)j * K / C) : j % K];
@@ -161,9 +163,9 @@ static void attention(const Config *c, State *s, int layer, int rows) {
         }
 }
 
-/* Eight tokens' sums of z over the bits of one code byte each: the low nibble's from table[0 .. 15], the
-   high one's from table[16 .. 31], a nibble picking its sum from 16 in two registers (the 8s bit
-   choosing which), both added to sum. */
+/* Eight tokens' sums of z over the bits of one code byte each (bytes: 8 of them, side by side): the low
+   nibble's from table[0 .. 15], the high one's from table[16 .. 31], a nibble picking its sum from 16
+   in two registers (the 8s bit choosing which), both added to sum. */
 static inline __m256 nibbles8(const uint8_t *bytes, const float *table, __m256 sum) {
     __m256i byte = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes));
     __m256i n[2] = {_mm256_and_si256(byte, _mm256_set1_epi32(15)), _mm256_srli_epi32(byte, 4)};
@@ -176,26 +178,98 @@ static inline __m256 nibbles8(const uint8_t *bytes, const float *table, __m256 s
 }
 
 #ifdef __AVX512F__
-/* The same for sixteen tokens, two blocks' bytes side by side (from the first and from `next` bytes on):
-   with AVX-512 one register holds a 16-entry table. */
-static inline __m512 nibbles16(const uint8_t *bytes, int64_t next, const float *table, __m512 sum) {
-    __m512i byte = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)bytes),
-                                                           _mm_loadl_epi64((const __m128i *)(bytes + next))));
+/* The same for sixteen tokens: with AVX-512 one register holds a 16-entry table. */
+static inline __m512 nibbles16(const uint8_t *bytes, const float *table, __m512 sum) {
+    __m512i byte = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)bytes));
     sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_and_si512(byte, _mm512_set1_epi32(15)), _mm512_loadu_ps(table)));
     return _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_srli_epi32(byte, 4), _mm512_loadu_ps(table + 16)));
 }
 #endif
 
+/* The 32 tokens of one block of codes (bytes of each, side by side): out[i] = sum of z over token i's
+   set bits, from lut's float32 tables. The even and the odd bytes add into two sums, so each add need
+   not wait for the one before; then even + odd, the same order at any vector width. */
+static void sums_f32(const uint8_t *block, int bytes, const float *lut, float *out) {
+    int j;
+#ifdef __AVX512F__
+    for (int k = 0; k < 32; k += 16) {
+        __m512 even = _mm512_setzero_ps(), odd = even;
+        for (j = 0; j + 2 <= bytes; j += 2) {
+            even = nibbles16(block + 32 * j + k, lut + 32 * j, even);
+            odd = nibbles16(block + 32 * j + 32 + k, lut + 32 * j + 32, odd);
+        }
+        if (j < bytes) even = nibbles16(block + 32 * j + k, lut + 32 * j, even);
+        _mm512_storeu_ps(out + k, _mm512_add_ps(even, odd));
+    }
+#else
+    for (int k = 0; k < 32; k += 8) {
+        __m256 even = _mm256_setzero_ps(), odd = even;
+        for (j = 0; j + 2 <= bytes; j += 2) {
+            even = nibbles8(block + 32 * j + k, lut + 32 * j, even);
+            odd = nibbles8(block + 32 * j + 32 + k, lut + 32 * j + 32, odd);
+        }
+        if (j < bytes) even = nibbles8(block + 32 * j + k, lut + 32 * j, even);
+        _mm256_storeu_ps(out + k, _mm256_add_ps(even, odd));
+    }
+#endif
+}
+
+/* The same from lut16's int16 tables (--head_tables i16): per byte 32 entries, the high nibble's
+   sums at 0 .. 15 and the low one's at 16 .. 31, so with AVX-512 BW one register is both tables and
+   one permute looks up 32 tokens (the high nibble is its own index, the low one's is the byte with
+   16 set: the permute reads only an index's low 5 bits). The tables are scaled so that no sum can
+   pass 32,767 (code_logits): int16 adds are exact, so every build gives the same integers. */
+static void sums_i16(const uint8_t *block, int bytes, const int16_t *lut16, float *out) {
+#ifdef __AVX512BW__
+    __m512i high = _mm512_setzero_si512(), low = high;
+    for (int j = 0; j < bytes; j++) {
+        __m512i byte = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(block + 32 * j)));
+        __m512i table = _mm512_loadu_si512(lut16 + 32 * j);
+        high = _mm512_add_epi16(high, _mm512_permutexvar_epi16(_mm512_srli_epi16(byte, 4), table));
+        low = _mm512_add_epi16(low, _mm512_permutexvar_epi16(_mm512_or_si512(byte, _mm512_set1_epi16(16)), table));
+    }
+    for (int k = 0; k < 2; k++) {  /* tokens 16 k .. 16 k + 15, widened to int32, then float */
+        __m512i sum = _mm512_add_epi32(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(high, k)),
+                                       _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(low, k)));
+        _mm512_storeu_ps(out + 16 * k, _mm512_cvtepi32_ps(sum));
+    }
+#else
+    for (int i = 0; i < 32; i++) {
+        int32_t sum = 0;
+        for (int j = 0; j < bytes; j++) sum += lut16[32 * j + (block[32 * j + i] >> 4)] + lut16[32 * j + 16 + (block[32 * j + i] & 15)];
+        out[i] = (float)sum;
+    }
+#endif
+}
+
+/* lut16 from lut: each float table's entries times one scale, rounded; the scale the largest power
+   of two at which the largest entries of all 2 D / 8 tables, rounded up, add to at most 32,767 (the
+   most any token's sum can reach). Returns 1 / scale: a power of two, so that sum / scale is exact. */
+static float quantize_tables(const float *lut, int16_t *lut16, int bytes) {
+    float bound = 0;
+    for (int t = 0; t < 2 * bytes; t++) {
+        float most = 0;
+        for (int n = 0; n < 16; n++) most = fmaxf(most, fabsf(lut[16 * t + n]));
+        bound += most;
+    }
+    int e;
+    frexpf(bound > 0 ? (32767.0f - bytes) / bound : 1.0f, &e);  /* (32767 - bytes) / bound = m 2^e, m in [0.5, 1) */
+    float scale = ldexpf(1.0f, e - 1);
+    for (int j = 0; j < bytes; j++)
+        for (int n = 0; n < 16; n++)
+            lut16[32 * j + n] = (int16_t)lrintf(lut[32 * j + 16 + n] * scale), lut16[32 * j + 16 + n] = (int16_t)lrintf(lut[32 * j + n] * scale);
+    return 1.0f / scale;
+}
+
 /* The code head's logits from h (n_embd): z = W h / sqrt(D), then logit(t) = z . c(t) + b(t) with
    c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z, four bits at a time from 16-entry tables of
-   partial sums, 8 tokens side by side (16 where the CPU has AVX-512); never a V x D float table. The
-   even and the odd bytes add into two sums, so each add need not wait for the one before; the codes
-   are streamed once a step, so the blocks four pairs ahead are fetched while these are summed. */
+   partial sums, a block of 32 tokens at a time; never a V x D float table. The codes are streamed
+   once a step, so the block two ahead is fetched while this one is summed. */
 static void code_logits(const Model *m, State *s, const float *h) {
     const Config *c = &m->c;
-    int D = c->bits, bytes = D / 8, V = c->vocab, blocks = (V + 7) / 8;
+    int D = c->bits, bytes = D / 8, V = c->vocab, blocks = (V + 31) / 32;
     half_matvec(h, m->head_w, s->z, c->n_embd, D);
-    float total = 0;
+    float total = 0, unit = 1.0f;  /* unit: what one step of an int16 table is worth */
     for (int j = 0; j < D; j++) total += (s->z[j] /= sqrtf((float)D));
     for (int j = 0; j < bytes; j++)  /* per byte: the sums of z over the bits set in each nibble value */
         for (int half = 0; half < 2; half++) {  /* 0: the low nibble, code bits 8 j + 4 .. 7; 1: the high one */
@@ -203,40 +277,22 @@ static void code_logits(const Model *m, State *s, const float *h) {
             table[0] = 0;
             for (int n = 1; n < 16; n++) table[n] = table[n & (n - 1)] + s->z[8 * j + 4 * (1 - half) + 3 - __builtin_ctz(n)];
         }
-    const float *bias = m->head_b, *lut = s->lut;
+    if (s->tables16) unit = quantize_tables(s->lut, s->lut16, bytes);
+    const float *bias = m->head_b;
+    float two = 2.0f * unit;  /* a power of two: sum * two is exact, however the compiler fuses what follows */
     #pragma omp parallel for schedule(static)
-    for (int pair = 0; pair < (blocks + 1) / 2; pair++) {  /* blocks 2 pair and 2 pair + 1: 16 tokens */
-        int b = 2 * pair, t = 8 * b, j;
-        const uint8_t *block = m->codes + (int64_t)b * bytes * 8;
-        for (int k = 0; k < 16 * bytes; k += 64) _mm_prefetch((const char *)block + 64 * bytes + k, _MM_HINT_T0);
-#ifdef __AVX512F__
-        if (b + 1 < blocks) {
-            __m512 even = _mm512_setzero_ps(), odd = even;
-            for (j = 0; j + 2 <= bytes; j += 2) {
-                even = nibbles16(block + 8 * j, 8 * bytes, lut + 32 * j, even);
-                odd = nibbles16(block + 8 * j + 8, 8 * bytes, lut + 32 * j + 32, odd);
-            }
-            if (j < bytes) even = nibbles16(block + 8 * j, 8 * bytes, lut + 32 * j, even);
-            __m512 sum = _mm512_add_ps(even, odd);
-            if (t + 16 <= V) {  /* 2 sum - total + b, sixteen at a time */
-                __m512 logit = _mm512_sub_ps(_mm512_add_ps(sum, sum), _mm512_set1_ps(total));
-                _mm512_storeu_ps(s->logits + t, _mm512_add_ps(logit, _mm512_loadu_ps(bias + t)));
-                continue;
-            }
-            _mm512_storeu_ps(s->logits + t, sum);
-        } else
-#endif
-        for (int k = 0; k < 2 && b + k < blocks; k++) {
-            const uint8_t *mine = block + 8 * k * bytes;
-            __m256 even = _mm256_setzero_ps(), odd = even;
-            for (j = 0; j + 2 <= bytes; j += 2) {
-                even = nibbles8(mine + 8 * j, lut + 32 * j, even);
-                odd = nibbles8(mine + 8 * j + 8, lut + 32 * j + 32, odd);
-            }
-            if (j < bytes) even = nibbles8(mine + 8 * j, lut + 32 * j, even);
-            _mm256_storeu_ps(s->logits + t + 8 * k, _mm256_add_ps(even, odd));
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *block = m->codes + (int64_t)b * bytes * 32;
+        float *logits = s->logits + 32 * b;
+        for (int k = 0; k < 32 * bytes; k += 64) _mm_prefetch((const char *)block + 64 * bytes + k, _MM_HINT_T0);
+        if (s->tables16) sums_i16(block, bytes, s->lut16, logits);
+        else sums_f32(block, bytes, s->lut, logits);
+        int i = 32 * b, end = i + 32 < V ? i + 32 : V;
+        for (; i + 8 <= end; i += 8) {  /* 2 sum - total + b, eight at a time, then the tail */
+            __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(s->logits + i), _mm256_set1_ps(two));
+            _mm256_storeu_ps(s->logits + i, _mm256_add_ps(_mm256_sub_ps(sum, _mm256_set1_ps(total)), _mm256_loadu_ps(bias + i)));
         }
-        for (int i = t; i < t + 16 && i < V; i++) s->logits[i] = 2.0f * s->logits[i] - total + bias[i];  /* the same */
+        for (; i < end; i++) s->logits[i] = s->logits[i] * two - total + bias[i];
     }
 }
 

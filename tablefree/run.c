@@ -10,16 +10,17 @@
              attention over the cache, ternary output; LayerNorm, ternary MLP with exact GELU
      head    untied or tied: a float16 matrix-vector product; codes: z = W ln_f(h) / sqrt(D), then
              logit(t) = z . c(t) + b(t) with c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z,
-             four bits at a time from 16-entry tables of partial sums (never a V x D float table)
+             four bits at a time from 16-entry tables of partial sums (never a V x D float table);
+             --head_tables i16: the tables rounded to int16 (the logits within about 1e-3 of their range)
 
    The prompt goes through in runs of up to 64 positions (matrix products: each weight read once a
    run), then one position a step. This file: the file format, the model's tensors, choosing tokens,
    the thread count (Pace) and the loop; decode.c: the model's arithmetic; kernel.c: the kernels.
 
-   Build: gcc -O3 -mavx2 -mfma -mf16c [-mavx512f] -fopenmp run.c -o run -lm   (tablefree/runtime.py
-          does, at first use; -mavx512f where the CPU has it)
+   Build: gcc -O3 -mavx2 -mfma -mf16c [-mavx512f -mavx512bw] -fopenmp run.c -o run -lm
+          (tablefree/runtime.py does, at first use; AVX-512 where the CPU has it)
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-              [--seed S] [--stop ID] [--kv_cache f32|f16] [--logits FILE] [--print_ids]
+              [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--logits FILE] [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
    line of timing and memory to stderr at the end (the prompt's rate, then decoding's: the steps after
    it). Every error is one line on stderr, exit status 1: every number on the command line is parsed
@@ -46,7 +47,7 @@ static void die(const char *what, const char *detail) {
 // The file: "TFRUN" magic, version, the config, the directory, the tensors (64-byte aligned)
 
 #define MAGIC "TFRUN\0\0\0"
-#define VERSION 2      /* 2: the checksum covers the whole file (1: the payload only) */
+#define VERSION 3      /* 3: codes in blocks of 32 tokens (2: of 8); since 2 the checksum covers the whole file */
 #define SUM_WORD 10    /* the checksum's own uint64 word (offset 80), counted as zero */
 enum { LEARNED, BINARY, AFFINE, KRONECKER, FROZEN };  /* input kinds, in model.INPUTS' order */
 enum { UNTIED, TIED, CODES };                          /* head kinds, in runtime.HEADS' order */
@@ -152,7 +153,7 @@ typedef struct {
     const uint16_t *table;        /* learned: (V, n_embd) float16; the tied head too */
     uint64_t *masks;              /* affine: row i of A as a K-bit mask (codes.affine_code) */
     const uint8_t *affine_b;      /* affine: b (K) */
-    const uint8_t *codes;         /* frozen: (V / 8, D / 8, 8): each byte position of 8 tokens side by side */
+    const uint8_t *codes;         /* frozen: (V / 32, D / 8, 32): each byte position of 32 tokens side by side */
     const uint16_t *cells;        /* kronecker: W^T (256 pos_dim, n_embd) float16 */
     float *cells_sum;             /* kronecker: the sum of its rows (n_embd) */
     const uint8_t *token_bytes;   /* kronecker: (V, pos_dim) */
@@ -212,7 +213,7 @@ static void load_model(Model *m, const File *f) {
         for (int i = 0; i < K; i++)
             for (int j = 0; j < K; j++) m->masks[i] |= (uint64_t)A[i * K + j] << (K - 1 - j);
     }
-    if (c.input == FROZEN) m->codes = tensor(f, "input.codes", (uint64_t)(V + 7) / 8 * 8 * ((K + 7) / 8));
+    if (c.input == FROZEN) m->codes = tensor(f, "input.codes", (uint64_t)(V + 31) / 32 * 32 * ((K + 7) / 8));
     if (c.input == KRONECKER) {
         int D = 256 * c.pos_dim;
         m->cells = tensor(f, "input.cells", 2ull * D * C);
@@ -384,11 +385,12 @@ static uint64_t seed_flag(const char *v) {  /* 0 .. 2^64 - 1 */
 
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
-                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16] [--logits FILE] [--print_ids]", NULL);
+                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--logits FILE] "
+                      "[--print_ids]", NULL);
     int max_new = 256, top_k = 0, print_ids = 0, n_ids = 0, cap = 0, stop = -1, made = 0;
     float temperature = 1.0f, top_p = 0.0f;
     const char *logits_path = NULL, *ids_text = NULL;
-    int half = 0;  /* --kv_cache f16 */
+    int half = 0, tables16 = 0;  /* --kv_cache f16, --head_tables i16 */
     rng_state = 1337;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -404,6 +406,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--stop")) stop = (int)int_flag(a, v, -1, 1 << 30);
         else if (!strcmp(a, "--kv_cache") && (!strcmp(v, "f32") || !strcmp(v, "f16"))) half = !strcmp(v, "f16");
         else if (!strcmp(a, "--kv_cache")) die("--kv_cache must be f32 or f16, not ", v);
+        else if (!strcmp(a, "--head_tables") && (!strcmp(v, "f32") || !strcmp(v, "i16"))) tables16 = !strcmp(v, "i16");
+        else if (!strcmp(a, "--head_tables")) die("--head_tables must be f32 or i16, not ", v);
         else die("unknown option ", a);
         i++;
     }
@@ -412,6 +416,7 @@ int main(int argc, char **argv) {
     open_file(&f, argv[1]);
     Model m;
     load_model(&m, &f);
+    if (tables16 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
     int V = m.c.vocab, block = m.c.block_size;
     int *ids = NULL;
     for (const char *p = ids_text; *p;) {
@@ -426,7 +431,7 @@ int main(int argc, char **argv) {
     if (n_ids == 0) die("--ids holds no token", NULL);
     if (n_ids > MAX_NEW) die("--ids holds more than 2^24 tokens", NULL);
     State s;
-    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block, half);
+    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block, half, tables16);
     Prob *work = xcalloc(V, sizeof(Prob));
     FILE *logits_out = logits_path ? fopen(logits_path, "wb") : NULL;
     if (logits_path && !logits_out) die("cannot write ", logits_path);
@@ -459,9 +464,10 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     fprintf(stderr, "run: %d tokens in %.3f s (the prompt's %d tokens and the first new one in %.1f ms: %.1f prompt "
-            "tokens/s), decoding %.1f tokens/s; peak RSS %.1f MB; %d threads (%.2f a step on average); KV cache %s\n",
+            "tokens/s), decoding %.1f tokens/s; peak RSS %.1f MB; %d threads (%.2f a step on average); KV cache %s%s\n",
             made, now() - t0, prompt, 1000 * prompt_s, prompt / prompt_s, decoded ? decoded / decode_s : 0.0,
-            peak_rss_mb(), pace.most, decoded ? (double)threads_used / decoded : (double)pace.most, s.half ? "float16" : "float32");
+            peak_rss_mb(), pace.most, decoded ? (double)threads_used / decoded : (double)pace.most, s.half ? "float16" : "float32",
+            m.c.head != CODES ? "" : tables16 ? "; code head tables int16" : "; code head tables float32");
     if (logits_out) fclose(logits_out);
     return 0;
 }

@@ -11,7 +11,7 @@ instead, written once beside it (model.ternary.bin) and mapped into memory as it
 
 The tensors are the packed file's, renamed, in the dtypes run.c reads: norms and biases float32,
 float matrices (a learned table, an untied head, the code head's projection, Kronecker's
-projection) float16 as exported, frozen codes as their bits in blocks of 8 tokens (blocked), and
+projection) float16 as exported, frozen codes as their bits in blocks of 32 tokens (blocked), and
 each ternary weight in kernel.c's 2-bit layout (kernel.repack). Decoding moves into the file too: every token's bytes (tokens.offsets,
 tokens.bytes), so run.c prints text. Encoding a prompt stays in Python (tiktoken): a BPE encoder in
 C would be a second tokenizer to keep equal to the first, for a few prompt tokens.
@@ -37,7 +37,7 @@ from tablefree.ternary import unpack_ternary
 from tablefree.tokenizer import load_encoding, token_bytes
 
 MAGIC = b"TFRUN\0\0\0"  # the flat file's first 8 bytes
-VERSION = 2  # 2: the checksum covers the header and the directory too (1: the payload only)
+VERSION = 3  # 3: codes in blocks of 32 tokens (2: of 8); since 2 the checksum covers the header and directory too
 SUM_OFFSET = 80  # where the checksum sits
 SOURCE = Path(__file__).parent / "run.c"
 INCLUDED = [SOURCE.with_name("decode.c"), SOURCE.with_name("kernel.c")]  # the files run.c #includes
@@ -80,10 +80,11 @@ def tensors(contents):
 
 
 def blocked(packed):
-    """Bit-packed codes (V, B) in run.c's layout: blocks of 8 tokens, each byte position's 8 bytes
-    side by side ((V / 8, B, 8), V padded with zero rows), so one load gives 8 tokens' bytes."""
-    padded = torch.cat([packed, packed.new_zeros(-packed.size(0) % 8, packed.size(1))])
-    return padded.view(-1, 8, packed.size(1)).transpose(1, 2).contiguous()
+    """Bit-packed codes (V, B) in run.c's layout: blocks of 32 tokens, each byte position's 32 bytes
+    side by side ((V / 32, B, 32), V padded with zero rows), so one load gives a register's 32, 16 or 8
+    tokens' bytes."""
+    padded = torch.cat([packed, packed.new_zeros(-packed.size(0) % 32, packed.size(1))])
+    return padded.view(-1, 32, packed.size(1)).transpose(1, 2).contiguous()
 
 
 def token_table(state, vocab_size):
@@ -154,8 +155,8 @@ def flat_file(path, ckpt):
 def binary(source=SOURCE, what="the C runtime", instead="sample with --engine torch"):
     """The executable of an AVX2 C program (the runtime: run.c, which includes decode.c and kernel.c;
     or another, as experiments/bandwidth.c), built at first use into the cache folder kernel.py uses,
-    keyed by its sources and flags (AVX-512 where torch finds it: run.c's code head has a path for
-    it); a one-line error naming `what` and the fix `instead` where it cannot be built."""
+    keyed by its sources and flags (AVX-512 F and BW where torch finds AVX512, which needs both:
+    run.c's code head has paths for them); a one-line error naming `what` and the fix `instead` where it cannot be built."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability not in ("AVX2", "AVX512"):
         raise UserError(f"{what} needs a CPU with AVX2; {instead}")
@@ -163,7 +164,7 @@ def binary(source=SOURCE, what="the C runtime", instead="sample with --engine to
     if gcc is None:
         raise UserError(f"{what} is built with gcc, which is not installed; install gcc or {instead}")
     source = Path(source)
-    flags = ["-O3", "-mavx2", "-mfma", "-mf16c", *(["-mavx512f"] if capability == "AVX512" else []), "-fopenmp"]
+    flags = ["-O3", "-mavx2", "-mfma", "-mf16c", *(["-mavx512f", "-mavx512bw"] if capability == "AVX512" else []), "-fopenmp"]
     sources = b"".join(f.read_bytes() for f in [source, *(INCLUDED if source == SOURCE else [])]) + " ".join(flags).encode()
     built = kernel.cache_dir() / f"{source.stem}-{hashlib.sha256(sources).hexdigest()[:16]}"
     if not built.exists():

@@ -64,7 +64,7 @@ def test_the_engines_alternate_and_each_pair_gives_its_ratio(stand_in, tmp_path)
         pytest.skip("the float model is made where llama-cpp-python is installed")
     rows = bench_paper.paired_rows(files, program, [1], 2, 8, {1: {"gb_s": 10.0}})
     assert sorted((r["engine"], r["variant"], r["load"]) for r in rows) == sorted(
-        [("ours", kv, load) for kv in ("f32", "f16") for load in ("idle", "busy")] + [("llama-bench", "Q8_0", "idle"),
+        [("ours", variant, load) for variant in engines.VARIANTS for load in ("idle", "busy")] + [("llama-bench", "Q8_0", "idle"),
                                                                                       ("llama-bench", "Q8_0", "busy")])
     calls = log.read_text().splitlines()
     assert len(calls) == 4 and all(" -t 1 " in c and " -n 8 " in c and " -p 16 " in c and " -d 16 " in c for c in calls)

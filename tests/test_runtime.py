@@ -85,6 +85,36 @@ def test_a_float16_cache_keeps_the_greedy_tokens_and_the_logits_near(tmp_path):
         assert np.abs(ours - logits).max() <= 1e-2 * (logits.max() - logits.min()), kind
 
 
+def test_int16_head_tables_keep_the_greedy_tokens_and_give_every_build_the_same_logits(tmp_path, monkeypatch):
+    """--head_tables i16 rounds the code head's tables to int16, scaled so that no token's sum can pass
+    32,767: the logits stay within 1e-3 of their range of the torch path's (measured: 2.4e-4 here), the
+    greedy tokens the same, and since int16 adds are exact the AVX-512 build (its one-permute path) and
+    the AVX2 build (plain C) give the same bytes. A float head has no tables: one line refuses it."""
+    contents = packed_model("frozen+codes")
+    runtime.write_flat(contents, tmp_path / "model.bin")
+    tokens, logits = reference(contents, 40)
+    builds = [runtime.binary()]
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+        builds.append(runtime.binary())
+    outputs = []
+    for n, build in enumerate(builds):
+        done = subprocess.run([str(build), str(tmp_path / "model.bin"), "--ids", ",".join(map(str, PROMPT)),
+                               "--max_new_tokens", "40", "--temperature", "0", "--print_ids", "--head_tables", "i16",
+                               "--logits", str(tmp_path / f"logits{n}")], capture_output=True, text=True)
+        assert done.returncode == 0 and "code head tables int16" in done.stderr, done.stderr
+        assert [int(t) for t in done.stdout.split()] == tokens
+        outputs.append((tmp_path / f"logits{n}").read_bytes())
+    assert outputs[0] == outputs[1]
+    ours = np.frombuffer(outputs[0], dtype=np.float32).reshape(40, 300)[:len(logits)]
+    error = np.abs(ours - logits).max() / (logits.max() - logits.min())
+    assert 0 < error <= 1e-3, error
+    runtime.write_flat(packed_model("binary"), tmp_path / "float.bin")
+    done = run(tmp_path / "float.bin", "--ids", "1", "--head_tables", "i16")
+    assert done.returncode == 1 and done.stderr == ("run: error: --head_tables i16 is for a code head; this model's "
+                                                    "head is a float matrix\n")
+
+
 def test_long_prompts_in_runs_and_any_thread_count_give_the_same_logits(tmp_path, monkeypatch):
     """A 150-token prompt goes through in runs of 64, 64 and 22 positions, each run's Linears as one
     matrix product: its logits are the torch path's (which takes the prompt whole); and 1, 2 or 3
@@ -239,6 +269,10 @@ def test_random_and_mutated_files_and_arguments_never_crash_it(kind, tmp_path):
     for value in ("f32", "f16", "F16", "f8", "", "f16 "):
         status, err = run_raw(flat, "--ids", "1,2", "--max_new_tokens", "2", "--kv_cache", value, "--print_ids")
         assert len(err) == 1 and status == (0 if value in ("f32", "f16") else 1), (value, status, err)
+    for value in ("f32", "i16", "I16", "i8", ""):  # i16: only a code head has tables
+        status, err = run_raw(flat, "--ids", "1,2", "--max_new_tokens", "2", "--head_tables", value, "--print_ids")
+        good = value == "f32" or (value == "i16" and kind == "frozen+codes")
+        assert len(err) == 1 and status == (0 if good else 1), (value, status, err)
     for ids in ("", ",", "1,,2", "-1", "300", "99999999999999999999", "1;2", "1,2,"):
         status, err = run_raw(flat, "--ids", ids, "--max_new_tokens", "1")
         assert status in (0, 1) and len(err) == 1, (ids, status, err)
