@@ -13,7 +13,7 @@ typedef struct {  /* the activations of up to MAX_ROWS positions, and the cache 
     float *qkv, *mlp;          /* (rows, 3 n_embd), (rows, hidden) */
     float *att;                /* (rows, n_head, positions): each query's scores */
     float *z, *logits, *lut;   /* the code head's projection (D), the logits (V padded to 32), its tables */
-    int16_t *lut16;            /* its tables in int16 (--head_tables i16), and whether they are used */
+    int16_t *lut16;            /* its tables in int16 (--head_tables i16: sums_i16), and whether they are used */
     int tables16;
     void *k_cache, *v_cache;   /* (n_layer, n_head, positions, head_dim): keys after the rotation, values */
     int half;                  /* the cache in float16 */
@@ -214,17 +214,28 @@ static void sums_f32(const uint8_t *block, int bytes, const float *lut, float *o
 #endif
 }
 
-/* The same from lut16's int16 tables (--head_tables i16): per byte 32 entries, the high nibble's
-   sums at 0 .. 15 and the low one's at 16 .. 31, so with AVX-512 BW one register is both tables and
-   one permute looks up 32 tokens (the high nibble is its own index, the low one's is the byte with
-   16 set: the permute reads only an index's low 5 bits). The tables are scaled so that no sum can
-   pass 32,767 (code_logits): int16 adds are exact, so every build gives the same integers. */
-static void sums_i16(const uint8_t *block, int bytes, const int16_t *lut16, float *out) {
+/* The same from int16 tables (--head_tables i16): per code byte two tables of 16 entries, the high
+   nibble's sums, then the low one's. The tables are scaled so that no token's sum can pass 32,767
+   (quantize_tables): int16 adds are exact, so every build gives the same integers. With AVX-512 BW one
+   register holds both tables and one permute looks up 32 tokens (the high nibble is its own index,
+   the low one's is the byte with 16 set: the permute reads only an index's low 5 bits); with AVX2 a
+   byte shuffle looks up 16 bytes in each 128-bit lane, so each table is kept as two byte tables (its
+   entries' low bytes, then their high bytes: put), joined again into int16 by the unpacks. */
+static inline void put(int16_t *tables, int j, int k, int n, int16_t q) {  /* byte j, table k, entry n */
+#ifdef __AVX512BW__
+    tables[32 * j + 16 * k + n] = q;
+#else
+    uint8_t *split = (uint8_t *)(tables + 32 * j + 16 * k);
+    split[n] = (uint16_t)q & 255, split[16 + n] = (uint16_t)q >> 8;
+#endif
+}
+
+static void sums_i16(const uint8_t *block, int bytes, const int16_t *tables, float *out) {
 #ifdef __AVX512BW__
     __m512i high = _mm512_setzero_si512(), low = high;
     for (int j = 0; j < bytes; j++) {
         __m512i byte = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(block + 32 * j)));
-        __m512i table = _mm512_loadu_si512(lut16 + 32 * j);
+        __m512i table = _mm512_loadu_si512(tables + 32 * j);
         high = _mm512_add_epi16(high, _mm512_permutexvar_epi16(_mm512_srli_epi16(byte, 4), table));
         low = _mm512_add_epi16(low, _mm512_permutexvar_epi16(_mm512_or_si512(byte, _mm512_set1_epi16(16)), table));
     }
@@ -234,18 +245,29 @@ static void sums_i16(const uint8_t *block, int bytes, const int16_t *lut16, floa
         _mm512_storeu_ps(out + 16 * k, _mm512_cvtepi32_ps(sum));
     }
 #else
-    for (int i = 0; i < 32; i++) {
-        int32_t sum = 0;
-        for (int j = 0; j < bytes; j++) sum += lut16[32 * j + (block[32 * j + i] >> 4)] + lut16[32 * j + 16 + (block[32 * j + i] & 15)];
-        out[i] = (float)sum;
+    const __m256i m15 = _mm256_set1_epi8(15);
+    __m256i first = _mm256_setzero_si256(), second = first;  /* tokens 0 .. 7 and 16 .. 23; 8 .. 15 and 24 .. 31 */
+    for (int j = 0; j < bytes; j++) {
+        __m256i byte = _mm256_loadu_si256((const __m256i *)(block + 32 * j));
+        __m256i nibble[2] = {_mm256_and_si256(_mm256_srli_epi16(byte, 4), m15), _mm256_and_si256(byte, m15)};
+        for (int k = 0; k < 2; k++) {
+            const __m128i *split = (const __m128i *)(tables + 32 * j + 16 * k);
+            __m256i lows = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(split)), nibble[k]);
+            __m256i highs = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(split + 1)), nibble[k]);
+            first = _mm256_add_epi16(first, _mm256_unpacklo_epi8(lows, highs));
+            second = _mm256_add_epi16(second, _mm256_unpackhi_epi8(lows, highs));
+        }
     }
+    __m128i parts[4] = {_mm256_castsi256_si128(first), _mm256_castsi256_si128(second),
+                        _mm256_extracti128_si256(first, 1), _mm256_extracti128_si256(second, 1)};
+    for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + 8 * k, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(parts[k])));
 #endif
 }
 
-/* lut16 from lut: each float table's entries times one scale, rounded; the scale the largest power
-   of two at which the largest entries of all 2 D / 8 tables, rounded up, add to at most 32,767 (the
-   most any token's sum can reach). Returns 1 / scale: a power of two, so that sum / scale is exact. */
-static float quantize_tables(const float *lut, int16_t *lut16, int bytes) {
+/* The int16 tables from lut's float ones: each entry times one scale, rounded; the scale the largest
+   power of two at which the largest entries of all 2 D / 8 tables, rounded up, add to at most 32,767
+   (the most any token's sum can reach). Returns 1 / scale: a power of two, so sum / scale is exact. */
+static float quantize_tables(const float *lut, int16_t *tables, int bytes) {
     float bound = 0;
     for (int t = 0; t < 2 * bytes; t++) {
         float most = 0;
@@ -256,8 +278,8 @@ static float quantize_tables(const float *lut, int16_t *lut16, int bytes) {
     frexpf(bound > 0 ? (32767.0f - bytes) / bound : 1.0f, &e);  /* (32767 - bytes) / bound = m 2^e, m in [0.5, 1) */
     float scale = ldexpf(1.0f, e - 1);
     for (int j = 0; j < bytes; j++)
-        for (int n = 0; n < 16; n++)
-            lut16[32 * j + n] = (int16_t)lrintf(lut[32 * j + 16 + n] * scale), lut16[32 * j + 16 + n] = (int16_t)lrintf(lut[32 * j + n] * scale);
+        for (int n = 0; n < 16; n++)  /* lut: the low nibble's table, then the high one's */
+            put(tables, j, 0, n, (int16_t)lrintf(lut[32 * j + 16 + n] * scale)), put(tables, j, 1, n, (int16_t)lrintf(lut[32 * j + n] * scale));
     return 1.0f / scale;
 }
 
