@@ -256,20 +256,40 @@ static int by_probability(const void *a, const void *b) {
 }
 
 /* The id of the largest logit (the lowest id of equals), or -1 if a logit is not finite: one pass,
-   split across the threads. */
+   split across the threads, a chunk of 64 at a time: its largest value and whether all are finite
+   (x - x is 0 for a finite x, NaN for an infinite or NaN one) eight lanes at a time, then the chunk
+   searched in order only where it beats the best so far (rarely, after the first chunks). */
 static int argmax(const float *logits, int V) {
     int best = 0, bad = 0;
     #pragma omp parallel
     {
-        int lo, hi, mine;
+        int lo, hi, mine, t;
         my_rows(V, &lo, &hi);
         mine = lo;
-        for (int t = lo; t < hi; t++) {
-            bad |= !isfinite(logits[t]);
-            if (logits[t] > logits[mine]) mine = t;
+        float top = lo < hi ? logits[lo] : 0.0f, most[8];
+        __m256 check = _mm256_setzero_ps();
+        for (t = lo; t + 64 <= hi; t += 64) {
+            __m256 m = _mm256_loadu_ps(logits + t);
+            for (int k = 0; k < 64; k += 8) {
+                __m256 x = _mm256_loadu_ps(logits + t + k);
+                m = _mm256_max_ps(m, x), check = _mm256_add_ps(check, _mm256_sub_ps(x, x));
+            }
+            _mm256_storeu_ps(most, m);
+            int beats = 0;
+            for (int k = 0; k < 8; k++) beats |= most[k] > top;
+            for (int k = 0; beats && k < 64; k++)
+                if (logits[t + k] > top) top = logits[t + k], mine = t + k;
+        }
+        int mine_bad = _mm256_movemask_ps(_mm256_cmp_ps(check, check, _CMP_UNORD_Q)) != 0;
+        for (; t < hi; t++) {
+            mine_bad |= !isfinite(logits[t]);
+            if (logits[t] > top) top = logits[t], mine = t;
         }
         #pragma omp critical
-        if (lo < hi && (logits[mine] > logits[best] || (logits[mine] == logits[best] && mine < best))) best = mine;
+        {
+            bad |= mine_bad;
+            if (lo < hi && (logits[mine] > logits[best] || (logits[mine] == logits[best] && mine < best))) best = mine;
+        }
     }
     return bad ? -1 : best;
 }

@@ -207,6 +207,36 @@ def run_raw(flat, *args):
     return done.returncode, done.stderr.decode(errors="replace").splitlines()
 
 
+def test_a_logit_that_is_not_finite_anywhere_is_an_error_and_ties_go_to_the_lowest_id(tmp_path):
+    """argmax checks every logit, 64 at a time in vectors and the rest one by one, across the threads: a
+    NaN or an infinity in the code head's bias, inside a chunk or in a thread's tail, ends the run with
+    one line. A bias that makes two tokens' logits equal and largest gives the lower id."""
+    runtime.write_flat(packed_model("frozen+codes"), tmp_path / "model.bin")
+    data = (tmp_path / "model.bin").read_bytes()
+    count = struct.unpack_from("<i", data, 88)[0]
+    offset = next(o for name, o, _ in struct.iter_unpack("<48sQQ", data[120:120 + 64 * count])
+                  if name.rstrip(b"\0") == b"head.bias")
+    for where, value in ((70, "nan"), (290, "inf"), (5, "-inf"), (140, "inf")):
+        bad = bytearray(data)
+        struct.pack_into("<f", bad, offset + 4 * where, float(value))
+        (tmp_path / "bad.bin").write_bytes(forged(bad))
+        for threads in ("1", "2"):
+            done = subprocess.run([str(runtime.binary()), str(tmp_path / "bad.bin"), "--ids", "1,2", "--print_ids"],
+                                  capture_output=True, text=True, env={"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"})
+            assert (done.returncode, done.stderr) == (1, "run: error: the model's logits are not finite; the weights "
+                                                         "are damaged\n"), (where, value, threads)
+    for first, second in ((77, 201), (3, 160), (130, 149)):  # in a chunk, in a tail; one thread's or both's
+        tied = bytearray(data)
+        for where in (first, second):
+            struct.pack_into("<f", tied, offset + 4 * where, 1e30)  # the code sums vanish beside it
+        (tmp_path / "tied.bin").write_bytes(forged(tied))
+        for threads in ("1", "2", "3"):
+            done = subprocess.run([str(runtime.binary()), str(tmp_path / "tied.bin"), "--ids", "1,2", "--print_ids",
+                                   "--max_new_tokens", "1", "--temperature", "0"], capture_output=True, text=True,
+                                  env={"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"})
+            assert done.returncode == 0 and done.stdout.split() == [str(first)], (first, second, threads, done.stderr)
+
+
 def test_the_checksum_covers_the_header_and_a_hostile_header_is_refused(tmp_path):
     flat = tmp_path / "model.bin"
     runtime.write_flat(packed_model("frozen+codes"), flat)
