@@ -189,6 +189,14 @@ def test_sample_with_the_c_engine_end_to_end(data_dir, tmp_path, capsys):
     ours = sample.sample(sample.parse_args([*common, "--engine", "c"]))
     assert ours == sample.sample(sample.parse_args(common)) and len(ours[0]) > 0
     assert (run_dir / "model.ternary.bin").exists() and "tokens/s; peak RSS" in capsys.readouterr().err
+    flat = run_dir / "model.ternary.bin"  # made older: a file of the last layout, left beside the export
+    older = bytearray(flat.read_bytes())
+    struct.pack_into("<i", older, 8, runtime.VERSION - 1)
+    flat.write_bytes(forged(older))
+    assert run_raw(flat, "--ids", "1")[1] == [f"run: error: a runtime file of another version; write it again from "
+                                              f"its .ternary.pt: {flat}"]
+    assert sample.sample(sample.parse_args([*common, "--engine", "c"])) == ours  # written again first
+    assert struct.unpack_from("<i", flat.read_bytes(), 8)[0] == runtime.VERSION
     with pytest.raises(UserError, match="not a packed ternary export"):
         sample.sample(sample.parse_args(["--ckpt", str(run_dir), "--engine", "c"]))
 
