@@ -210,7 +210,8 @@ def plot(made, summary, path, command):
     width = 0.8 / len(ARMS)
     for k, arm in enumerate(ARMS):
         buckets.bar([i + k * width for i in range(len(rows))], [losses[arm] or 0 for _, losses in rows], width, label=arm)
-    buckets.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))], [label for label, _ in rows])
+    buckets.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))], [label for label, _ in rows], rotation=30,
+                       ha="right")  # the wide edges would overlap level
     buckets.set(xlabel="train count of the target token", ylabel="held-out loss (nats)", title="Loss by frequency")
     save_figure(fig, (curves, buckets), path, command)
     plt.close(fig)
