@@ -239,7 +239,9 @@ def pairs_table(pairs, bandwidth, new_tokens, n, program):
         table += [f"{shape} shape:", "", "| load | threads | engine | model | KV cache (, head tables) or type | tokens/s | ratio | "
                   "prompt tokens/s | peak RSS (MB) | MB a step | GB/s | of the bandwidth |", "|---" * 12 + "|"]
         table += [pair_line(r) for r in rows]
-        table += ["", *targets(shape, rows), ""]
+        lines = targets(shape, rows)
+        table += ["", *lines, *(["- what bounds a target not met: dev/LOG.md's `perf record` profiles of run.c at this "
+                                 "shape"] if any("NOT met" in line for line in lines) else []), ""]
     return table
 
 
