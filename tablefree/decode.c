@@ -278,8 +278,10 @@ static float quantize_tables(const float *lut, int16_t *tables, int bytes) {
     frexp(bound > 0 ? (32767.0 - bytes) / bound : 1.0, &e);  /* (32767 - bytes) / bound = m 2^e, m in [0.5, 1) */
     float scale = ldexpf(1.0f, e < 100 ? e - 1 : 99);         /* at most 2^99: 1 / scale stays a float too */
     for (int j = 0; j < bytes; j++)
-        for (int n = 0; n < 16; n++)  /* lut: the low nibble's table, then the high one's */
-            put(tables, j, 0, n, (int16_t)lrintf(lut[32 * j + 16 + n] * scale)), put(tables, j, 1, n, (int16_t)lrintf(lut[32 * j + n] * scale));
+        for (int n = 0; n < 16; n++) {  /* lut: the low nibble's table, then the high one's */
+            put(tables, j, 0, n, (int16_t)lrintf(lut[32 * j + 16 + n] * scale));
+            put(tables, j, 1, n, (int16_t)lrintf(lut[32 * j + n] * scale));
+        }
     return 1.0f / scale;
 }
 
