@@ -236,8 +236,8 @@ def pairs_table(pairs, bandwidth, new_tokens, n, program):
              f"bandwidth (experiments/bandwidth.c, 1 GiB, the best of 5): " +
              ", ".join(f"{b['gb_s']:.1f} GB/s at {t} thread{'s' * (t > 1)}" for t, b in bandwidth.items()) + ".", ""]
     for shape, rows in pairs.items():
-        table += [f"{shape} shape:", "", "| load | threads | engine | model | KV cache (, head tables) or type | tokens/s | ratio | "
-                  "prompt tokens/s | peak RSS (MB) | MB a step | GB/s | of the bandwidth |", "|---" * 12 + "|"]
+        table += [f"{shape} shape:", "", "| load | threads | engine | model | KV cache (, head tables) or type | tokens/s | "
+                  "ratio | prompt tokens/s | peak RSS (MB) | MB a step | GB/s | of the bandwidth |", "|---" * 12 + "|"]
         table += [pair_line(r) for r in rows]
         lines = targets(shape, rows)
         table += ["", *lines, *(["- what bounds a target not met: dev/LOG.md's `perf record` profiles of run.c at this "

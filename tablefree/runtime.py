@@ -156,7 +156,8 @@ def binary(source=SOURCE, what="the C runtime", instead="sample with --engine to
     """The executable of an AVX2 C program (the runtime: run.c, which includes decode.c and kernel.c;
     or another, as experiments/bandwidth.c), built at first use into the cache folder kernel.py uses,
     keyed by its sources and flags (AVX-512 F and BW where torch finds AVX512, which needs both:
-    run.c's code head has paths for them); a one-line error naming `what` and the fix `instead` where it cannot be built."""
+    run.c's code head has paths for them); a one-line error naming `what` and the fix `instead` where
+    it cannot be built."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability not in ("AVX2", "AVX512"):
         raise UserError(f"{what} needs a CPU with AVX2; {instead}")
@@ -164,7 +165,8 @@ def binary(source=SOURCE, what="the C runtime", instead="sample with --engine to
     if gcc is None:
         raise UserError(f"{what} is built with gcc, which is not installed; install gcc or {instead}")
     source = Path(source)
-    flags = ["-O3", "-mavx2", "-mfma", "-mf16c", *(["-mavx512f", "-mavx512bw"] if capability == "AVX512" else []), "-fopenmp"]
+    wide = ["-mavx512f", "-mavx512bw"] if capability == "AVX512" else []
+    flags = ["-O3", "-mavx2", "-mfma", "-mf16c", *wide, "-fopenmp"]
     sources = b"".join(f.read_bytes() for f in [source, *(INCLUDED if source == SOURCE else [])]) + " ".join(flags).encode()
     built = kernel.cache_dir() / f"{source.stem}-{hashlib.sha256(sources).hexdigest()[:16]}"
     if not built.exists():

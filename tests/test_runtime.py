@@ -51,8 +51,19 @@ def reference(contents, steps, prompt=PROMPT):
     return tokens, torch.stack(logits).numpy()
 
 
-def run(flat, *args):
-    return subprocess.run([str(runtime.binary()), str(flat), *args], capture_output=True, text=True)
+def run(flat, *args, build=None, threads=None):
+    """run.c (this CPU's build, or build) as a process; threads: its OMP_NUM_THREADS, in an environment of
+    that alone (and PATH)."""
+    env = {"OMP_NUM_THREADS": str(threads), "PATH": "/usr/bin:/bin"} if threads else None
+    return subprocess.run([str(build or runtime.binary()), str(flat), *args], capture_output=True, text=True, env=env)
+
+
+def both_builds(monkeypatch):
+    """[this CPU's build of run.c, the AVX2-only one]: where the CPU has AVX-512, the two take other paths."""
+    native = runtime.binary()
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+        return [native, runtime.binary()]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -93,15 +104,10 @@ def test_int16_head_tables_keep_the_greedy_tokens_and_give_every_build_the_same_
     contents = packed_model("frozen+codes")
     runtime.write_flat(contents, tmp_path / "model.bin")
     tokens, logits = reference(contents, 40)
-    builds = [runtime.binary()]
-    with monkeypatch.context() as patch:
-        patch.setattr(runtime.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-        builds.append(runtime.binary())
     outputs = []
-    for n, build in enumerate(builds):
-        done = subprocess.run([str(build), str(tmp_path / "model.bin"), "--ids", ",".join(map(str, PROMPT)),
-                               "--max_new_tokens", "40", "--temperature", "0", "--print_ids", "--head_tables", "i16",
-                               "--logits", str(tmp_path / f"logits{n}")], capture_output=True, text=True)
+    for n, build in enumerate(both_builds(monkeypatch)):
+        done = run(tmp_path / "model.bin", "--ids", ",".join(map(str, PROMPT)), "--max_new_tokens", "40", "--temperature",
+                   "0", "--print_ids", "--head_tables", "i16", "--logits", str(tmp_path / f"logits{n}"), build=build)
         assert done.returncode == 0 and "code head tables int16" in done.stderr, done.stderr
         assert [int(t) for t in done.stdout.split()] == tokens
         outputs.append((tmp_path / f"logits{n}").read_bytes())
@@ -123,15 +129,11 @@ def test_long_prompts_in_runs_and_any_thread_count_give_the_same_logits(tmp_path
     contents, prompt = packed_model("frozen+codes", block_size=192), [(7 * i) % 300 for i in range(150)]
     runtime.write_flat(contents, tmp_path / "model.bin")
     tokens, logits = reference(contents, 12, prompt)
-    builds = [runtime.binary()]
-    monkeypatch.setattr(runtime.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    builds.append(runtime.binary())
+    builds = both_builds(monkeypatch)
     outputs = []
     for threads, build in ((1, builds[0]), (2, builds[0]), (3, builds[0]), (2, builds[1])):
-        done = subprocess.run([str(build), str(tmp_path / "model.bin"), "--ids", ",".join(map(str, prompt)),
-                               "--max_new_tokens", "12", "--temperature", "0", "--print_ids", "--logits",
-                               str(tmp_path / f"logits{threads}")], capture_output=True, text=True,
-                              env={"OMP_NUM_THREADS": str(threads), "PATH": "/usr/bin:/bin"})
+        done = run(tmp_path / "model.bin", "--ids", ",".join(map(str, prompt)), "--max_new_tokens", "12", "--temperature",
+                   "0", "--print_ids", "--logits", str(tmp_path / f"logits{threads}"), build=build, threads=threads)
         assert done.returncode == 0 and [int(t) for t in done.stdout.split()] == tokens, done.stderr
         outputs.append((tmp_path / f"logits{threads}").read_bytes())
     assert outputs[0] == outputs[1] == outputs[2] == outputs[3]
@@ -229,8 +231,7 @@ def test_a_logit_that_is_not_finite_anywhere_is_an_error_and_ties_go_to_the_lowe
         struct.pack_into("<f", bad, offset + 4 * where, float(value))
         (tmp_path / "bad.bin").write_bytes(forged(bad))
         for threads in ("1", "2"):
-            done = subprocess.run([str(runtime.binary()), str(tmp_path / "bad.bin"), "--ids", "1,2", "--print_ids"],
-                                  capture_output=True, text=True, env={"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"})
+            done = run(tmp_path / "bad.bin", "--ids", "1,2", "--print_ids", threads=threads)
             assert (done.returncode, done.stderr) == (1, "run: error: the model's logits are not finite; the weights "
                                                          "are damaged\n"), (where, value, threads)
     for first, second in ((77, 201), (3, 160), (130, 149)):  # in a chunk, in a tail; one thread's or both's
@@ -239,9 +240,8 @@ def test_a_logit_that_is_not_finite_anywhere_is_an_error_and_ties_go_to_the_lowe
             struct.pack_into("<f", tied, offset + 4 * where, 1e30)  # the code sums vanish beside it
         (tmp_path / "tied.bin").write_bytes(forged(tied))
         for threads in ("1", "2", "3"):
-            done = subprocess.run([str(runtime.binary()), str(tmp_path / "tied.bin"), "--ids", "1,2", "--print_ids",
-                                   "--max_new_tokens", "1", "--temperature", "0"], capture_output=True, text=True,
-                                  env={"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"})
+            done = run(tmp_path / "tied.bin", "--ids", "1,2", "--print_ids", "--max_new_tokens", "1", "--temperature", "0",
+                       threads=threads)
             assert done.returncode == 0 and done.stdout.split() == [str(first)], (first, second, threads, done.stderr)
 
 
