@@ -1,20 +1,22 @@
 """A GPT whose token input is a learned table, a fixed code, or a fixed code of its bytes.
 
-Reads bottom-up: rotary positions, attention, MLP, block, the token inputs, GPTConfig, GPT.
+One file: it imports torch and codes.py (the codes as pure functions) and nothing else, so what a
+model computes can be read here alone. It reads bottom-up: rotary positions, the KV cache, the
+ternary Linear, attention, MLP, block, the token inputs, the sampling rule, GPTConfig, GPT.
 The input interface is chosen by one field, GPTConfig.input, in one place, make_input:
 
     learned    nn.Embedding(V, n_embd), the usual trainable table (the baseline)
     binary     x(t) = R bin_K(t), K = ceil(log2 V) bits tiled to n_embd, no parameters
     affine     x(t) = R (A bin_K(t) XOR b), A in GL(K, 2) fixed at random, no parameters
-    kronecker  x(t) = W kappa(bytes of t), a fixed byte x position code, W learned (D x n_embd)
+    kronecker  x(t) = W kappa(bytes of t), a fixed byte x position code, W learned (n_embd x D)
     frozen     x(t) = R c(t), c(t) the D sign bits of a learned table's principal components
 
 The binary and affine codes are those of A. Bochkov, "Language Models Without a Trainable Input
 Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026, arXiv:2605.09751); the
 byte code is Kronecker Embeddings' (2026, arXiv:2605.29459); the frozen sign-PCA code is the
 recipe the 1.7B-class follow-up describes for its ternary system; codes.py has the formulas.
-The body's Linears are float, or ternary (GPTConfig.body = 'ternary': BitNet b1.58,
-tablefree/ternary.py).
+The body's Linears are float, or ternary (GPTConfig.body = 'ternary': BitNet b1.58, BitLinear
+below; tablefree/ternary.py packs a trained one to 2 bits and attaches a C kernel for inference).
 Everything after the input is the same GPT in every variant, with an untied trainable head (or
 for frozen, GPTConfig.head = 'codes': its codes read back as the output, CodeHead): GPT-2's
 pre-norm blocks and initialisation (Radford et al. 2019, "Language Models are Unsupervised
@@ -31,8 +33,6 @@ from torch.nn import functional as F
 
 from codes import (affine_code, binary_code, byte_bits, byte_buffer, code_bits, code_values,
                    kronecker_values, lift_index, pack_bits, random_affine, sign_pca, unpack_bits)
-from tablefree.sampling import choose
-from tablefree.ternary import BitLinear
 
 BODIES = ("float", "ternary")
 HEADS = ("untied", "codes")
@@ -88,6 +88,62 @@ class LayerKV:
         if T > 1:
             mask = torch.ones(T, self.pos, dtype=torch.bool, device=k.device).tril(diagonal=start)
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos], mask
+
+
+# -----------------------------------------------------------------------------
+# The ternary body (body='ternary'): BitNet b1.58's Linear. S. Ma, H. Wang et al., "The Era of
+# 1-bit LLMs: All Large Language Models are in 1.58 Bits" (2024, arXiv:2402.17764):
+#
+#   weights      W_t = round(W / gamma) clipped to {-1, 0, +1},  gamma = mean |W|  (absmean, per tensor)
+#   activations  x_q = round(x * s) clipped to [-128, 127],       s = 127 / max |x|  (absmax, per token)
+#   output       y = (x_q W_t^T) * gamma / s
+#
+# The float latent weights train through the rounding with the straight-through estimator. x_q W_t^T
+# is a sum of integers, exact in float32 below 2^24 (127 x fan-in is, for any fan-in under 132,000),
+# so this forward computes bit for bit what an integer kernel computes, and a packed export decodes
+# the same tokens (tablefree/ternary.py packs and runs it; tests/test_ternary.py). What stays float,
+# as in BitNet b1.58: the token input, the LayerNorms, rotary positions, attention's softmax, the head.
+
+EPS = 1e-5  # keeps gamma and s finite for an all-zero weight or activation
+
+
+def absmean_ternary(weight):
+    """W (out, in) -> W_t (out, in) with values in {-1, 0, 1} (same dtype) and gamma, a 0-d tensor."""
+    gamma = weight.abs().mean().clamp(min=EPS)
+    return (weight / gamma).round().clamp(-1, 1), gamma
+
+
+def absmax_int8(x):
+    """x (..., in) -> x_q (..., in) with integer values in [-128, 127] (same dtype) and s (..., 1)."""
+    scale = 127.0 / torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).clamp_(min=EPS)  # max |x|
+    return (x * scale).round_().clamp_(-128, 127), scale
+
+
+class TernaryProduct(torch.autograd.Function):
+    """y = (x_q W_t^T) gamma / s forward; the straight-through gradient of y = x W^T backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        x_q, scale = absmax_int8(x)
+        w_t, gamma = absmean_ternary(weight)
+        ctx.save_for_backward(x_q, scale, w_t, gamma)
+        return F.linear(x_q, w_t) * (gamma / scale)  # (..., out): integer sums, one rescale per row
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_q, scale, w_t, gamma = ctx.saved_tensors
+        grad_x = grad @ (w_t * gamma).to(grad.dtype)  # (..., in): through the dequantised weight
+        x_deq = (x_q / scale).to(grad.dtype)
+        grad_w = grad.flatten(0, -2).T @ x_deq.flatten(0, -2)  # (out, in)
+        return grad_x, grad_w
+
+
+class BitLinear(nn.Linear):
+    """nn.Linear whose forward is BitNet b1.58's ternary product; the weight stays float for AdamW."""
+
+    def forward(self, x):
+        y = TernaryProduct.apply(x, self.weight)
+        return y if self.bias is None else y + self.bias
 
 
 def body_linear(config, n_in, n_out):
@@ -198,7 +254,7 @@ class KroneckerInput(nn.Module):
     pos_dim) byte buffer, never a (V, D) table. A z-normalised code holds `hot` on its L cells
     and `cold` elsewhere, so W kappa = (hot - cold) * (W's columns at the L cells, summed) +
     cold * W 1: an embedding bag over W^T's rows, kept as `cells` (D, n_embd) so they are
-    contiguous, with the cells past a token's length sent to a zero padding row the bag skips.
+    contiguous, the cells past a token's length weighted 0.
     """
 
     def __init__(self, config, vocab):
@@ -223,17 +279,16 @@ class KroneckerInput(nn.Module):
         self.register_buffer("lengths", lengths)  # (V,) int64
 
     def forward(self, idx):
-        (B, T), D = idx.size(), self.cells.size(0)
+        B, T = idx.size()
         positions = torch.arange(self.pos_dim, device=idx.device)  # (pos_dim,)
         lengths = self.lengths[idx]  # (B, T)
         live = positions < lengths.unsqueeze(-1)  # (B, T, pos_dim): the token's L cells
         cells = self.token_bytes[idx].long() * self.pos_dim + positions  # (B, T, pos_dim)
-        cells = cells.masked_fill(~live, D)  # D: the padding row
         hot, cold = kronecker_values(lengths, self.pos_dim)  # (B, T) each
-        padded = torch.cat([self.cells, self.cells.new_zeros(1, self.cells.size(1))])  # (D + 1, C)
-        weights = (hot - cold).view(B * T, 1).expand(-1, self.pos_dim)  # (B * T, pos_dim)
-        x = F.embedding_bag(cells.view(B * T, -1), padded, padding_idx=D, mode="sum",
-                            per_sample_weights=weights)  # (B * T, n_embd)
+        # a cell past the token's length gets weight 0 (its row 0 adds exactly nothing)
+        weights = (hot - cold).unsqueeze(-1) * live  # (B, T, pos_dim)
+        x = F.embedding_bag(cells.masked_fill(~live, 0).view(B * T, -1), self.cells, mode="sum",
+                            per_sample_weights=weights.view(B * T, -1))  # (B * T, n_embd)
         x = x + cold.view(B * T, 1) * self.cells.sum(dim=0)  # every cell holds at least `cold`
         return x.view(B, T, -1)  # (B, T, n_embd)
 
@@ -310,9 +365,40 @@ def make_input(config, vocab=None, source=None):
         return BinaryCodeInput(config)
     if config.input == "affine":
         return AffineCodeInput(config)
+    if config.input == "kronecker":
+        return KroneckerInput(config, vocab)
     if config.input == "frozen":
         return FrozenCodeInput(config, source)
-    return KroneckerInput(config, vocab)
+    raise ValueError(f"unknown input {config.input!r}; choose one of {INPUTS}")
+
+
+# -----------------------------------------------------------------------------
+# Choosing the next token: greedy, or a draw at a temperature from the k likeliest tokens (top-k)
+# and/or the nucleus (top-p: A. Holtzman et al., "The Curious Case of Neural Text Degeneration",
+# 2020, arXiv:1904.09751: the smallest set of likeliest tokens whose probability reaches p).
+
+def nucleus(probs, top_p):
+    """probs (B, V) with every token outside the top_p nucleus set to 0: sorted by probability,
+    a token is kept while the mass of the tokens before it is below top_p (so the likeliest one
+    always is)."""
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    keep = sorted_probs.cumsum(dim=-1) - sorted_probs < top_p  # (B, V), in sorted order
+    return torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
+
+
+def choose(logits, temperature, top_k=None, top_p=None, generator=None):
+    """The next ids (B, 1) for logits (B, V) float32: argmax at temperature 0, else a draw."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    # shifted first, so that (l - max) / T <= 0 for any T > 0, however small: never inf - inf
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, -float("inf"))
+    probs = F.softmax(logits, dim=-1)  # (B, V)
+    if top_p is not None:
+        probs = nucleus(probs, top_p)  # multinomial renormalises
+    return torch.multinomial(probs, 1, generator=generator)
 
 
 @dataclass

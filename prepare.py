@@ -7,9 +7,10 @@
     python prepare.py --dataset kjv --tokenizer_from data/shakespeare   # new text in a trained model's tokens
     python prepare.py --sft --input pairs.jsonl --tokenizer_from data/shakespeare --block_size 128 --name task
 
-tablefree/corpus.py reads the text and splits it; this file trains or fetches the tokenizer,
-encodes the text with tiktoken (an end-of-text token after each document) and writes the bins:
-flat arrays of uint16 (V <= 65,536) or uint32 ids. The dataset is built in data/<name>.tmp and
+Top to bottom: tablefree/corpus.py reads the text and splits it; this file trains or fetches the
+tokenizer; tablefree/bins.py encodes the text with tiktoken (an end-of-text token after each
+document) and writes the bins: flat arrays of uint16 ids (V <= 65,536; uint32 above), in shards
+of --shard_tokens. The dataset is built in data/<name>.tmp and
 swapped in whole at the end, so a bad input or a crash leaves the old one as it was. The hub
 datasets need `pip install datasets`. --sft reads prompt/response pairs instead and writes a
 loss mask beside the bins (tablefree/sft.py).
@@ -18,103 +19,21 @@ loss mask beside the bins (tablefree/sft.py).
 import argparse
 import binascii
 import hashlib
-import itertools
 import json
-import multiprocessing
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
+from tablefree.bins import encode_to_bins, id_dtype, up_to_date, write_meta
 from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_output, holds_work, plain_name,
                               replace_folder, require, user_errors)
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
-from tablefree.data import read_meta, token_counts
+from tablefree.data import read_meta
 from tablefree.sft import describe_bad, write_sft
 from tablefree.tokenizer import (GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, reserved_ids, save_ranks,
                                  train_bpe)
-
-BATCH_CHARS = 1 << 20  # text per encoding task: big enough to amortise, small enough to bound memory
-
-
-def batches(pieces):
-    """Group (split, text, ends) pieces into (split, [(text, ends)]) of about BATCH_CHARS characters."""
-    pending = {"train": [], "val": []}
-    size = {"train": 0, "val": 0}
-    for split, text, ends in pieces:
-        if text or ends:
-            pending[split].append((text, ends))
-            size[split] += len(text)
-            if size[split] >= BATCH_CHARS:
-                yield split, pending[split]
-                pending[split], size[split] = [], 0
-    for split, batch in pending.items():
-        if batch:
-            yield split, batch
-
-
-_encoder = None  # set once per worker process by init_worker
-
-
-def init_worker(info, ranks):
-    global _encoder
-    _encoder = make_encoding(info, ranks)
-
-
-def encode_batch(batch):
-    """[(token ids, UTF-8 bytes of the text)] for each (text, ends) of a batch; ends adds end-of-text."""
-    encoded = _encoder.encode_ordinary_batch([text for text, _ in batch])
-    return [(ids + [_encoder.eot_token] * ends, len(text.encode("utf-8"))) for (text, ends), ids in zip(batch, encoded)]
-
-
-def id_dtype(vocab_size):
-    """The narrowest unsigned type that holds every id: uint16 up to 65,536 tokens, else uint32."""
-    if vocab_size > 2 ** 32:
-        raise UserError(f"a vocabulary of {vocab_size:,} tokens does not fit uint32 ids; use at most 2^32")
-    return np.uint16 if vocab_size <= 2 ** 16 else np.uint32
-
-
-class ShardWriter:
-    """Appends ids to <split>-00000.bin, <split>-00001.bin, ... of at most shard_tokens each."""
-
-    def __init__(self, directory, split, dtype, shard_tokens):
-        self.directory, self.split, self.dtype, self.shard_tokens = Path(directory), split, dtype, shard_tokens
-        self.files, self.tokens, self.bytes, self.in_shard = [], 0, 0, shard_tokens
-        self.handle = None
-
-    def write(self, ids):
-        ids = np.asarray(ids, dtype=self.dtype)
-        while len(ids):
-            if self.in_shard == self.shard_tokens:
-                self._next_shard()
-            take = min(len(ids), self.shard_tokens - self.in_shard)
-            ids[:take].tofile(self.handle)
-            self.in_shard += take
-            self.tokens += take
-            ids = ids[take:]
-
-    def _next_shard(self):
-        if self.handle:
-            self._close()
-        self.files.append(f"{self.split}-{len(self.files):05d}.bin")
-        self.handle = open(self.directory / self.files[-1], "wb")
-        self.in_shard = 0
-
-    def _close(self):
-        self.handle.flush()
-        os.fsync(self.handle.fileno())  # on disk before the folder becomes the dataset
-        self.handle.close()
-
-    def finish(self):
-        """Close; a split in one shard is simply <split>.bin."""
-        self._close()
-        if len(self.files) == 1:
-            os.replace(self.directory / self.files[0], self.directory / f"{self.split}.bin")
-            self.files = [f"{self.split}.bin"]
-
 
 def train_texts(args, stream):
     """What the BPE learns from: the training split only, at most --bpe_chars of it."""
@@ -168,18 +87,8 @@ def build_tokenizer(args, stream, directory):
     return info, ranks
 
 
-def read_old_meta(path):
-    """The meta.json of an earlier preparation, or {} if there is none or it is unreadable
-    (then the directory is simply prepared again)."""
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return old if isinstance(old, dict) else {}
-
-
 def prepare(args):
-    """Run the whole preparation; returns the meta dict (also written to meta.json)."""
+    """Run the whole preparation, top to bottom; returns the meta dict (also written to meta.json)."""
     started = time.perf_counter()
     name = plain_name(args.name or (Path(args.input[0]).stem if args.input else args.dataset.replace(",", "+")), "--name",
                       "<out_dir>/<name>/")
@@ -187,78 +96,36 @@ def prepare(args):
     settings = {k: v for k, v in vars(args).items() if k not in ("force", "workers", "quiet")}
     # local inputs are also identified by size and modification time, so edits trigger a rebuild
     settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in (input_paths(args.input) if args.input else [])]
-    old = read_old_meta(directory / "meta.json") if not args.force else {}
-    if old.get("settings") == settings:
+    done = up_to_date(directory, settings, args.force)
+    if done:
         print(f"{directory} is up to date (use --force to rebuild)")
-        return old
-    if isinstance(old.get("settings"), dict):  # a dataset of other text or another tokenizer: runs use it
-        changed = sorted(k for k in {*settings, *old["settings"]} if settings.get(k) != old["settings"].get(k))
-        raise UserError(f"{directory} holds a dataset prepared with other settings ({', '.join(changed)}); runs "
-                        f"trained on it would no longer resume: give another --name, or --force to replace it")
+        return done
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write to --out_dir {directory.parent}: {e.strerror}; choose another") from None
     check_output(directory, "--name", own=DATASET_FILES)  # a run or the user's folder is never replaced
-    stream, source = (None, None) if args.sft else open_corpus(args)
+    build = build_sft if args.sft else build_bins
     meta = {}
     # built beside the old dataset, which stays whole until the new one is: a bad input, a crash
     # or a full disk halfway leaves it as it was
-    if args.sft:
-        replace_folder(directory, lambda tmp: meta.update(build_sft(args, tmp, settings, started)))
-    else:
-        replace_folder(directory, lambda tmp: meta.update(build(args, stream, source, tmp, settings, started)))
+    replace_folder(directory, lambda tmp: meta.update(build(args, tmp, settings, started)))
     for split, s in meta["splits"].items():
         print(f"{split}: {s['tokens']:,} tokens from {s['bytes']:,} bytes of text in {', '.join(s['files'])}")
     print(f"wrote {directory}")
     return meta
 
 
-def build(args, stream, source, directory, settings, started):
-    """Tokenize the corpus into directory (an empty folder): tokenizer, bins, meta.json. Returns meta."""
+def build_bins(args, directory, settings, started):
+    """text -> tokenizer -> ids -> bins, into directory (an empty folder); returns the meta."""
+    stream, source = open_corpus(args)  # (split, text, ends) pieces: the corpus read and split
     info, ranks = build_tokenizer(args, stream, directory)
     dtype = id_dtype(info["vocab_size"])
     print(f"source: {source}\ntokenizer: {args.tokenizer}, {info['vocab_size']:,} tokens, ids as {np.dtype(dtype).name}")
-
-    digest = hashlib.sha256()  # of all text read, so a rerun can tell the corpus changed
-
-    def hashed(pieces):
-        for split, text, ends in pieces:
-            digest.update(text.encode("utf-8"))
-            yield split, text, ends
-
-    writers = {split: ShardWriter(directory, split, dtype, args.shard_tokens) for split in ("train", "val")}
-    work = batches(hashed(stream()))
-    pool = multiprocessing.Pool(args.workers, init_worker, (info, ranks)) if args.workers > 1 else None
-    if pool is None:
-        init_worker(info, ranks)
-    progress = tqdm(desc="tokenizing", unit="tok", unit_scale=True, file=sys.stdout,
-                    disable=True if args.quiet else None)  # None: only on a terminal
-    try:
-        while writers["train"].tokens < args.max_tokens:
-            window = list(itertools.islice(work, 4 * args.workers))  # bounded: never the whole corpus
-            if not window:
-                break
-            docs = [batch for _, batch in window]
-            for (split, _), encoded in zip(window, pool.map(encode_batch, docs) if pool else map(encode_batch, docs)):
-                for ids, n_bytes in encoded:
-                    if split == "train" and writers["train"].tokens >= args.max_tokens:
-                        break  # the budget ends train at a document boundary; val keeps this window's documents
-                    writers[split].write(ids)
-                    writers[split].bytes += n_bytes
-                    progress.update(len(ids))
-    finally:
-        progress.close()
-        if pool:
-            pool.close()
-    splits = {}
-    for split, writer in writers.items():
-        if writer.bytes == 0:
-            raise UserError(f"the {split} split is empty; give more text or change --val_fraction")
-        writer.finish()
-        splits[split] = {"files": writer.files, "tokens": writer.tokens, "bytes": writer.bytes}
-    return write_meta(directory, {"source": source, "text_sha256": digest.hexdigest()}, info, dtype, splits,
-                      settings, started)
+    splits, text_sha256 = encode_to_bins(stream(), info, ranks, directory, dtype, args.shard_tokens, args.max_tokens,
+                                         args.workers, args.quiet)
+    return write_meta(directory, {"source": source, "text_sha256": text_sha256}, info, dtype, splits, settings,
+                      started)
 
 
 def build_sft(args, directory, settings, started):
@@ -273,20 +140,6 @@ def build_sft(args, directory, settings, started):
     print(f"{sft['examples']:,} examples kept; {describe_bad(sft['bad_rows'])}")
     return write_meta(directory, {"source": " ".join(paths), "text_sha256": digest.hexdigest(), "sft": sft}, info,
                       dtype, splits, settings, started)
-
-
-def write_meta(directory, about, info, dtype, splits, settings, started):
-    """Write directory/meta.json (what the data is, its tokenizer, ids and splits) and counts.npy
-    (how often each id occurs in each split: int64 (2, V), rows train and val, which train.py's
-    check of the fixed codes reads instead of scanning the bins); return the meta."""
-    meta = {**about, "tokenizer": info, "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name,
-            "splits": splits, "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "counts": "counts.npy"}
-    with open(directory / "counts.npy", "wb") as f:
-        np.save(f, np.stack([token_counts(directory, meta, split) for split in ("train", "val")]))
-    meta["seconds"] = time.perf_counter() - started
-    (directory / "meta.json").write_text(json.dumps(meta, indent=2))
-    return meta
 
 
 def parse_args(argv=None):

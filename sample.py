@@ -17,10 +17,11 @@ import sys
 import torch
 
 from tablefree import runtime
-from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
+from tablefree.checkpoint import find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, require_utf8, user_errors
 from tablefree.device import pick_device, pick_dtype
-from tablefree.tokenizer import load_encoding, token_bytes
+from tablefree.packed import inference_model
+from tablefree.tokenizer import bytes_of_token, load_encoding
 
 
 def parse_args(argv=None):
@@ -71,7 +72,7 @@ def read_prompt(path):
 def torch_engine(args, ckpt):
     """next_tokens(ids, i): the ids the model (in torch) chooses after the prompt ids, for sample i."""
     device = pick_device(args.device)
-    model = build_model(ckpt, kernels=args.kernels).to(device).eval()
+    model = inference_model(ckpt, kernels=args.kernels).to(device).eval()
     autocast = pick_dtype("auto", device)[2]
     generator = torch.Generator(device).manual_seed(args.seed)
 
@@ -130,7 +131,7 @@ def sample(args, out=sys.stdout):
                 if token == enc.eot_token:
                     break
                 new.append(token)
-                out.write(text.decode(token_bytes(enc, token)))
+                out.write(text.decode(bytes_of_token(enc, token)))
                 out.flush()
         except ValueError as e:  # non-finite logits: a damaged or diverged model
             raise UserError(f"{e}; sample from another checkpoint") from None

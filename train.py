@@ -28,14 +28,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from model import GPT
-from tablefree.checkpoint import (RunDir, build_model, interrupted, model_state, read_code_source, save_checkpoint,
-                                  starting_point)
+from tablefree.checkpoint import build_model, read_code_source
 from tablefree.common import UserError, reader_may_leave, user_errors
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import duration, flops_per_token, param_counts, run_cost
-from tablefree.data import Dataset
-from tablefree.device import peak_flops_of, pick_device, pick_dtype, start_processes
+from tablefree.data import Dataset, windows
+from tablefree.device import peak_flops_of, pick_device, pick_dtype, rank_checksums, start_processes
 from tablefree.diagnostics import code_quality, describe_quality, input_norms, require_distinct
+from tablefree.rundir import RunDir, interrupted, starting_point
 
 # -----------------------------------------------------------------------------
 # I/O
@@ -122,172 +122,161 @@ def train(settings, given=None):
         print(run_cost(s))
         return None
 
-    # ---- processes and devices: one process per device under torchrun ----
-    rank, world, s.device = start_processes(pick_device(s.device))
-    master = rank == 0
-    device_type = s.device.split(":")[0]
+    # ---- setup: processes and devices, where the run starts, its data, model and optimizer ----
+    rank, world, s.device = start_processes(pick_device(s.device))  # one process per device under torchrun
+    master, device_type = rank == 0, s.device.split(":")[0]
     s.dtype, ptdtype, autocast = pick_dtype(s.dtype, s.device)
-    if device_type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    # ---- where the run starts (scratch, resume or fine-tuning), then the data it trains on ----
-    start = starting_point(s, given)
+    if device_type == "cuda":  # TF32 matmuls where float32 remains (bf16 autocast covers the rest)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    start = starting_point(s, given)  # scratch, resume or fine-tuning: refuses to replace a run
     s = start.settings  # a resumed run's model, data, seed and recipe are its checkpoint's
-    if s.gradient_accumulation_steps % world:
-        raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
-                        f"multiple of the {world} ranks")
-    accum = s.gradient_accumulation_steps // world  # micro-batches per rank per step
+    accum = micro_batches_per_rank(s, world)
     data = Dataset(s.data_dir, s.dataset, s.block_size, s.vocab_size)
-    start.check_data(data)
-
-    # ---- model and optimizer, new or from the start's checkpoint ----
-    model, code_quality = make_model(s, start, data)
-    data.refuse_constant_codes(model)  # no token of the data may enter as a constant vector
+    start.check_data(data)  # a resumed or fine-tuned model's tokenizer must be the data's
+    model, quality = make_model(s, start, data)
     model.to(s.device)
     optimizer = model.configure_optimizers(s.weight_decay, s.learning_rate, (s.beta1, s.beta2), device_type,
                                            s.input_lr_scale)
-    resumed = start.ckpt if start.resumed else {}
-    if resumed:
-        optimizer.load_state_dict(resumed["optimizer"])
-    iter_num, best_val_loss = resumed.get("iter_num", 0), resumed.get("best_val_loss", float("inf"))
-    started = time.time() - resumed.get("elapsed_s", 0.0)  # wall time of the run, counting the runs it resumes
-    start.ckpt = resumed = None  # the weights are in the model now
+    iter_num, best_val_loss, started = start.restore(optimizer)  # a resumed run's step, best loss and clock
     scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)  # fp16 needs it, bf16 does not
     raw_model = model  # what checkpoints save: never the compiled or DDP wrapper
     if s.compile:
         model = torch.compile(model)
     if dist.is_initialized():
         model = DDP(model, device_ids=[torch.cuda.current_device()] if device_type == "cuda" else None)
-
-    # ---- the run directory (rank 0): resolved settings, then the log ----
-    counts = param_counts(raw_model)
+    run = open_run(s, start, raw_model, data, world, quality, iter_num) if master else None  # rank 0 writes
     tokens_per_iter = s.gradient_accumulation_steps * s.batch_size * s.block_size
-    run_dir = None
-    if master:
-        for notice in start.notices:
-            print(notice)
-        if s.decay_lr and s.max_iters < s.lr_decay_iters and not s.eval_only:  # e.g. --max_iters alone
-            print(f"notice: the learning rate decays until step {s.lr_decay_iters:,} but the run stops at step "
-                  f"{s.max_iters:,} (lr {lr_at(s.max_iters, s):.2e}, not min_lr {s.min_lr:.2e}); "
-                  f"--lr_decay_iters={s.max_iters} ends the schedule with the run")
-        run_dir = RunDir(s.out_dir, iter_num, {"settings": vars(s), "model": asdict(raw_model.config),
-                                               "data": data.meta, "world_size": world, "params": counts,
-                                               "code_quality": code_quality, "finetuned_from": start.finetuned_from},
-                         resumed=start.resumed)
-        print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
-              f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
-        print(f"{s.device} {s.dtype}, {world} process(es), {tokens_per_iter:,} tokens per step")
-        if code_quality:
-            print(f"input code: {describe_quality(code_quality)}")
-    progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step",
-                    file=sys.stdout)
+    flops_per_iter, peak = flops_per_token(raw_model) * tokens_per_iter, peak_flops_of(device_type, s.peak_flops)
+    progress = tqdm(total=s.max_iters, initial=iter_num, disable=not master or None, unit="step", file=sys.stdout)
 
-    # ---- the loop: evaluate (and save) every eval_interval steps, log every log_interval ----
-    peak = peak_flops_of(device_type, s.peak_flops)
-    flops_per_iter = flops_per_token(raw_model) * tokens_per_iter
-    t0, t0_iter = time.time(), iter_num  # ms/step is timed over the steps since t0_iter
-    resumed_at = iter_num if start.resumed and not s.eval_only else None  # its evaluation is logged
-    losses, saved_at = None, None
+    # ---- the loop: set lr, evaluate and save, the micro-steps, the update, log ----
+    resumed_at = iter_num if start.resumed and not s.eval_only else None  # its evaluation is logged already
+    t0, t0_iter, losses, saved_at, top_norm = time.time(), iter_num, None, None, (0.0, iter_num)
     try:
         while True:
-            lr = lr_at(iter_num, s)
-            for group in optimizer.param_groups:
-                group["lr"] = lr * group.get("lr_scale", 1.0)  # the input's own group (input_lr_scale), if any
+            lr = set_lr(optimizer, iter_num, s)
 
-            is_eval_step = ((iter_num % s.eval_interval == 0 or iter_num == s.max_iters or s.eval_only)
-                            and iter_num != resumed_at)
-            if is_eval_step:
+            if (iter_num % s.eval_interval == 0 or iter_num == s.max_iters or s.eval_only) and iter_num != resumed_at:
                 losses = evaluate(model, data, s, rank, world, autocast)
-                require_finite_val(losses["val"], iter_num)
-                bpb, ppl = data.val_bits_per_byte(losses["val"]), math.exp(min(losses["val"], 50))
-                log(run_dir, {"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"],
-                              "val_ppl": ppl, "val_bpb": bpb, "elapsed_s": time.time() - started,
-                              "norms": input_norms(raw_model) if master else None},  # the input's and the head's
-                    f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
-                    f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
-                improved = losses["val"] < best_val_loss
-                best_val_loss = min(best_val_loss, losses["val"])
-                is_training_run = iter_num > 0 and not s.eval_only
-                worth_saving = improved or s.always_save_checkpoint or iter_num == s.max_iters
-                if master and is_training_run and worth_saving:
-                    save_checkpoint({**model_state(raw_model), "optimizer": optimizer.state_dict(),
-                                     "settings": vars(s), "iter_num": iter_num,
-                                     "best_val_loss": best_val_loss, "elapsed_s": time.time() - started,
-                                     "tokenizer": data.tokenizer, "code_quality": code_quality,
-                                     "finetuned_from": start.finetuned_from}, s.out_dir)
-                    run_dir.saved()
+                log_evaluation(run, raw_model, data, iter_num, losses, time.time() - started)
+                improved, best_val_loss = losses["val"] < best_val_loss, min(best_val_loss, losses["val"])
+                if run and iter_num > 0 and not s.eval_only and (improved or s.always_save_checkpoint
+                                                                  or iter_num == s.max_iters):
+                    run.save(raw_model, optimizer, iter_num, best_val_loss, time.time() - started)
                     saved_at = iter_num
                 t0, t0_iter = time.time(), iter_num  # evaluation and saving are not training time
             if iter_num >= s.max_iters or s.eval_only:
                 break
 
             loss_sum, norm = forward_backward(model, optimizer, scaler, data, s, iter_num, rank, accum, autocast)
-            # a finite loss can still give an overflowed gradient (docs/inputs.md): both are checked, in
-            # one sync per step, so a poisoned update never reaches the weights. With fp16 the scaler
-            # skips an overflowed gradient itself and lowers its scale.
-            if torch.isfinite(loss_sum) & (torch.isfinite(norm) | scaler.is_enabled()):
+            # the update only when the loss and the gradient are finite (one sync a step): a finite loss can
+            # still give an overflowed gradient (docs/inputs.md). With fp16 the scaler checks the gradient
+            # itself, skipping an overflowed one and lowering its scale, so only the loss is checked here.
+            lossf, normf = loss_sum.item() / s.gradient_accumulation_steps, norm.item()
+            if math.isfinite(lossf) and (math.isfinite(normf) or scaler.is_enabled()):
                 scaler.step(optimizer)
                 scaler.update()
             else:
-                skip_nonfinite(s.nonfinite, loss_sum.item() / s.gradient_accumulation_steps, norm.item(), iter_num,
-                               run_dir)
+                skip_nonfinite(s.nonfinite, lossf, normf, iter_num, run)
             optimizer.zero_grad(set_to_none=True)
+            top_norm = max(top_norm, (normf, iter_num)) if math.isfinite(normf) else top_norm
             iter_num += 1
             progress.update()
 
             if iter_num % s.log_interval == 0:
-                lossf = loss_sum.item() / s.gradient_accumulation_steps  # mean of micro-batches and ranks
                 dt = (time.time() - t0) / (iter_num - t0_iter)  # seconds per step
-                t0, t0_iter = time.time(), iter_num
-                mfu = flops_per_iter / dt / (peak * world) if peak else None
-                gpu_gb = torch.cuda.max_memory_allocated() / 1e9 if device_type == "cuda" else None  # this rank's peak
-                log(run_dir, {"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt,
-                              "tok_s": tokens_per_iter / dt, "mfu": mfu, "peak_gpu_gb": gpu_gb},
-                    f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, "
-                    f"{tokens_per_iter / dt:,.0f} tok/s" + (f", mfu {100 * mfu:.1f}%" if peak else "")
-                    + (f", peak {gpu_gb:.1f} GB" if gpu_gb else "")
-                    + f", eta {duration(dt * (s.max_iters - iter_num) / 3600)}")  # training steps left
-        if run_dir:
-            run_dir.saved()  # the run ended well: a resume that never saved writes its log now
+                log_step(run, s, iter_num, lossf, lr, dt, tokens_per_iter, flops_per_iter / dt / (peak * world)
+                         if peak else None, top_norm, device_type)
+                t0, t0_iter, top_norm = time.time(), iter_num, (0.0, iter_num)
+        if run:
+            run.saved()  # the run ended well: a resume that never saved writes its log now
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
         raise UserError(interrupted(iter_num, s.out_dir)) from None
     finally:
-        if run_dir:
-            run_dir.close()
+        if run:
+            run.close()
     progress.close()
     if master and not s.eval_only:
         print(summary(s, iter_num, losses, best_val_loss, data, time.time() - started, saved_at))
     if dist.is_initialized():
-        log(run_dir, {"iter": iter_num, "rank_checksums": rank_checksums(raw_model, world)})
+        log(run, {"iter": iter_num, "rank_checksums": rank_checksums(raw_model, world)})
         dist.destroy_process_group()
     return raw_model
 
 
 # ---- the helpers the run calls, in the order it calls them ----
 
+def micro_batches_per_rank(s, world):
+    """Each rank's share of gradient_accumulation_steps, which must split evenly over the ranks."""
+    if s.gradient_accumulation_steps % world:
+        raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
+                        f"multiple of the {world} ranks")
+    return s.gradient_accumulation_steps // world
+
+
 def make_model(s, start, data):
     """(the GPT to train, its input code's quality or None): the start's checkpoint's weights, or
-    new weights from the seed, the same on every rank."""
+    new weights from the seed, the same on every rank. No token of the data may enter as a constant."""
     if start.ckpt is not None:  # resumed or fine-tuned: its weights, fixed codes and derived buffers
-        return build_model(start.ckpt), start.ckpt.get("code_quality")
+        model, quality = build_model(start.ckpt), start.ckpt.get("code_quality")
+    else:
+        model, quality = new_model(s, data)
+    data.refuse_constant_codes(model)
+    return model, quality
+
+
+def new_model(s, data):
+    """A new GPT from the seed; a code derived from a source table reports how good it is (in
+    config.json and on screen), and one that cannot tell most tokens apart is refused (the model could
+    not either, on its input or its code head)."""
     torch.manual_seed(s.seed)
     source = read_code_source(s.codes_from, data.vocab_size) if s.codes_from else None  # 'frozen''s
     try:  # what only the data can tell (a frozen source too narrow, pos_dim past every token) is refused here
-        model = GPT(model_config(s, data.vocab_size), data.token_bytes(), source)
+        model = GPT(model_config(s, data.vocab_size), data.vocab_bytes(), source)
     except ValueError as e:
         raise UserError(str(e)) from None
     if source is None:
         return model, None
-    # a code derived from a source reports how good it is (in config.json and on screen); one that
-    # cannot tell most tokens apart is refused (the model could not either, on its input or its code head)
     return model, require_distinct(code_quality(model.wte.code(torch.arange(data.vocab_size)), source), s.codes_from)
 
 
-def batch(data, split, s, *keys):
-    """x, y (B, T) on the device, drawn from a generator seeded by (seed, *keys)."""
+def open_run(s, start, model, data, world, quality, iter_num):
+    """The run folder (rank 0's): locked to this process, its config.json written (a resume's once it
+    first saves); and the lines a run starts with."""
+    for notice in start.notices:
+        print(notice)
+    if s.decay_lr and s.max_iters < s.lr_decay_iters and not s.eval_only:  # e.g. --max_iters alone
+        print(f"notice: the learning rate decays until step {s.lr_decay_iters:,} but the run stops at step "
+              f"{s.max_iters:,} (lr {lr_at(s.max_iters, s):.2e}, not min_lr {s.min_lr:.2e}); "
+              f"--lr_decay_iters={s.max_iters} ends the schedule with the run")
+    counts = param_counts(model)
+    record = {"settings": vars(s), "model": asdict(model.config), "data": data.meta, "world_size": world,
+              "params": counts, "code_quality": quality, "finetuned_from": start.finetuned_from}
+    checkpointed = {"settings": vars(s), "tokenizer": data.tokenizer, "code_quality": quality,
+                    "finetuned_from": start.finetuned_from}  # what every checkpoint holds beside the weights
+    run = RunDir(s.out_dir, iter_num, record, checkpointed, resumed=start.resumed)
+    print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body {counts['body']:,}, "
+          f"head {counts['head']:,}); fixed input code {counts['input_fixed']:,} values")
+    print(f"{s.device} {s.dtype}, {world} process(es), "
+          f"{s.gradient_accumulation_steps * s.batch_size * s.block_size:,} tokens per step")
+    if quality:
+        print(f"input code: {describe_quality(quality)}")
+    return run
+
+
+def set_lr(optimizer, iter_num, s):
+    """This step's learning rate (lr_at), set in every group (the input's own, input_lr_scale, scaled)."""
+    lr = lr_at(iter_num, s)
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
+    return lr
+
+
+def get_batch(data, split, s, *keys):
+    """x, y (B, T) on the device: random windows of the split's token bins (data.windows), drawn
+    from a generator seeded by (seed, *keys)."""
     generator = torch.Generator().manual_seed(seed_of(s.seed, *keys))
-    x, y = data.batch(split, s.batch_size, s.block_size, generator)
+    x, y = windows(data.splits[split], s.batch_size, s.block_size, generator, data.masks[split])
     if s.device.startswith("cuda"):  # pinned memory lets the copy overlap with compute
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
@@ -302,7 +291,7 @@ def evaluate(model, data, s, rank, world, autocast):
     for split in ("train", "val"):
         losses = torch.zeros(s.eval_iters, device=s.device)
         for k in range(rank, s.eval_iters, world):
-            x, y = batch(data, split, s, "eval", 0, k)  # fixed keys: every evaluation scores these batches
+            x, y = get_batch(data, split, s, "eval", 0, k)  # fixed keys: every evaluation scores these batches
             with autocast:
                 losses[k] = model(x, y)[1]
         if dist.is_initialized():
@@ -320,7 +309,7 @@ def forward_backward(model, optimizer, scaler, data, s, iter_num, rank, accum, a
     loss_sum = torch.zeros((), device=s.device)
     for micro in range(accum):
         # numbered across ranks, so N ranks see the same global batch as one process
-        x, y = batch(data, "train", s, iter_num, rank * accum + micro)
+        x, y = get_batch(data, "train", s, iter_num, rank * accum + micro)
         sync = model.no_sync() if isinstance(model, DDP) and micro < accum - 1 else nullcontext()
         with sync, autocast:
             loss = model(x, y)[1]  # the logits (B, T, V) are not kept through the backward
@@ -334,11 +323,31 @@ def forward_backward(model, optimizer, scaler, data, s, iter_num, rank, accum, a
     return loss_sum, norm
 
 
-def log(run_dir, record, line=None):
+def log_evaluation(run, model, data, iter_num, losses, elapsed_s):
+    """An evaluation's line and record (with the input's and the head's norms)."""
+    bpb, ppl = data.val_bits_per_byte(losses["val"]), math.exp(min(losses["val"], 50))
+    log(run, {"iter": iter_num, "train_loss": losses["train"], "val_loss": losses["val"], "val_ppl": ppl,
+              "val_bpb": bpb, "elapsed_s": elapsed_s, "norms": input_norms(model) if run else None},
+        f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
+        f"val ppl {ppl:.2f}, val {bpb:.3f} bits/byte")
+
+
+def log_step(run, s, iter_num, lossf, lr, dt, tokens_per_iter, mfu, top_norm, device_type):
+    """A training step's line and record; top_norm: the largest finite gradient norm since the last
+    line and the step it came at (a deep model's stability: experiments.depth reads it)."""
+    gpu_gb = torch.cuda.max_memory_allocated() / 1e9 if device_type == "cuda" else None  # this rank's peak
+    log(run, {"iter": iter_num, "loss": lossf, "lr": lr, "ms": 1000 * dt, "tok_s": tokens_per_iter / dt, "mfu": mfu,
+              "peak_gpu_gb": gpu_gb, "grad_norm_max": top_norm[0], "grad_norm_max_iter": top_norm[1]},
+        f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * dt:.0f} ms, {tokens_per_iter / dt:,.0f} tok/s"
+        + (f", mfu {100 * mfu:.1f}%" if mfu else "") + (f", peak {gpu_gb:.1f} GB" if gpu_gb else "")
+        + f", eta {duration(dt * (s.max_iters - iter_num) / 3600)}")  # training steps left
+
+
+def log(run, record, line=None):
     """Append record to the run's log.jsonl and print line above the progress bar; rank 0 only
-    (the other ranks have no run_dir)."""
-    if run_dir is not None:
-        run_dir.append(record)
+    (the other ranks have no run)."""
+    if run is not None:
+        run.append(record)
         if line:
             tqdm.write(line, file=sys.stdout)
 
@@ -375,23 +384,14 @@ def require_finite_val(val_loss, iter_num):
                         f"learning_rate or resume from the last good checkpoint")
 
 
-def skip_nonfinite(policy, loss, norm, iter_num, run_dir):
+def skip_nonfinite(policy, loss, norm, iter_num, run):
     """A step whose loss or gradient norm is not finite: stop with an error, or log that its update
     was skipped."""
     what = f"training loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {norm} (loss {loss:.4f})"
     if policy == "stop":
         raise UserError(f"{what} at step {iter_num}; stopped before updating the weights, the last "
                         f"checkpoint is untouched; lower learning_rate, or resume with --nonfinite=skip")
-    log(run_dir, {"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
-
-
-def rank_checksums(model, world):
-    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
-    flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
-    checksum = torch.stack([flat.sum(), (flat * flat).sum()])  # (2,)
-    gathered = [torch.zeros_like(checksum) for _ in range(world)]
-    dist.all_gather(gathered, checksum)
-    return [c.tolist() for c in gathered]
+    log(run, {"iter": iter_num + 1, "skipped": f"non-finite: {what}"}, f"step {iter_num}: skipped, the {what}")
 
 
 if __name__ == "__main__":

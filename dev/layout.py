@@ -12,6 +12,8 @@
   profiler that records every call into the checkout's files until the model first returns a
   loss: the files and functions a reader passes, and which file calls into which (the arrows a
   reader follows from one file to another);
+- what a reader of each top-level script opens: the checkout's files it imports, directly or through
+  others (itself included), and their lines; and each script's longest function in lines;
 - the README's length in lines and the files at the top level.
 """
 
@@ -28,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 SKIP = ("tests", "dev", ".venv", ".git")  # not part of what a reader of the code follows
+SCRIPTS = ("train.py", "model.py", "prepare.py", "sample.py")  # the design card's scripts
 
 
 def python_files(root):
@@ -91,6 +94,24 @@ def entry_point_imports(root, graph):
     """[(importer, entry point)]: what must never be (entry points import the library, not each other)."""
     entries = {f for f in graph if is_entry_point(root / f)}
     return sorted((a, b) for a, deps in graph.items() for b in deps if b in entries), sorted(entries)
+
+
+def reader_of(root, graph, script):
+    """{"files": n, "lines": n}: the checkout's files a reader of script opens to follow it (every file it
+    imports, directly or through others, itself included) and their lines in all."""
+    seen, todo = {script}, [script]
+    while todo:
+        for imported in graph[todo.pop()] - seen:
+            seen.add(imported)
+            todo.append(imported)
+    return {"files": len(seen), "lines": sum(len((root / f).read_text().splitlines()) for f in seen)}
+
+
+def longest_function(path):
+    """"name: lines" of the longest function (or method) in a file."""
+    defs = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    longest = max(defs, key=lambda n: n.end_lineno - n.lineno + 1)
+    return f"{longest.name}: {longest.end_lineno - longest.lineno + 1}"
 
 
 def path_to_first_loss(root):
@@ -159,7 +180,9 @@ def main():
               "deepest": sorted(f for f, level in by_file.items() if level == levels),
               "entry points": entries, "imports of entry points": [f"{a} -> {b}" for a, b in bad],
               "top level": sorted(p.name for p in root.iterdir() if not p.name.startswith(".")),
-              "README lines": len((root / "README.md").read_text().splitlines())}
+              "README lines": len((root / "README.md").read_text().splitlines()),
+              "a reader of each script opens": {f: reader_of(root, graph, f) for f in SCRIPTS if f in graph},
+              "longest function": {f: longest_function(root / f) for f in SCRIPTS if f in graph}}
     if not args.no_trace:
         os.chdir(root)
         report["path to the first loss"] = path_to_first_loss(root)

@@ -31,10 +31,10 @@ from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run
                               train_settings, write_results)
 from experiments.stats import difference, mean_std
 from model import INPUTS
-from tablefree.checkpoint import read_log
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.data import read_meta, split_ids
 from tablefree.device import machine, measured_on
+from tablefree.rundir import read_log
 from tablefree.tokenizer import load_tokenizer
 
 PRETRAIN, KJV, SPELL = (str(ROOT / "config" / f) for f in ("shakespeare.py", "finetune_kjv.py", "sft_spelling.py"))

@@ -21,8 +21,8 @@ import torch
 
 from experiments.bench_train import ROOT, memory_status, sync
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint
-from tablefree.packed import packed_ternary
+from tablefree.checkpoint import load_checkpoint
+from tablefree.packed import inference_model, packed_ternary
 from tablefree.ternary import PackedTernaryLinear
 
 # decoding is memory-bound here: a 56.6M-weight body (8 x 12 x 768^2) read once per token
@@ -121,7 +121,7 @@ def decode_probe(path, dtype, new_tokens):
     """In a fresh process: load a model file as sample.py --kernels does, decode greedily at batch 1 with
     the KV cache (the median of 3 timings), and print JSON: tokens/s, the milliseconds a token
     spends in its Linears and elsewhere, weight bytes, resident memory now and at peak."""
-    model = build_model(load_checkpoint(path), kernels=True).eval()  # as sample.py --kernels
+    model = inference_model(load_checkpoint(path), kernels=True).eval()  # as sample.py --kernels
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16)  # computed in bfloat16 throughout
     def size(module):

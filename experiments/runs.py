@@ -23,7 +23,8 @@ except ImportError:  # Windows
 import torch
 
 from model import GPT, INPUTS
-from tablefree.checkpoint import CKPT_NAME, read_log
+from tablefree.checkpoint import CKPT_NAME
+from tablefree.rundir import read_log
 from tablefree.common import (UserError, check_output, holds_work, json_report, markdown, plain_name, png_metadata,
                               write_atomic)
 from tablefree.configurator import check_settings, model_config, resolve, script_settings

@@ -46,16 +46,12 @@ class Dataset:
                       for split, shards in self.splits.items()}
         self.tokenizer = tokenizer_state(self.meta["tokenizer"], self.path / self.meta["tokenizer"]["file"])
 
-    def batch(self, split, batch_size, block_size, generator):
-        """x, y (B, T) int64 (get_batch), the targets an SFT mask leaves out set to -1."""
-        return get_batch(self.splits[split], batch_size, block_size, generator, self.masks[split])
-
     def val_bits_per_byte(self, val_loss):
         """A validation loss in bits per byte (an SFT set's: of its scored response tokens)."""
         val = self.meta["splits"]["val"]
         return bits_per_byte(val_loss, val.get("scored_tokens", val["tokens"]), val["bytes"])
 
-    def token_bytes(self):
+    def vocab_bytes(self):
         """Every token's raw bytes (tokenizer.vocab_bytes): what the kronecker input codes."""
         return vocab_bytes(load_encoding(self.tokenizer), self.vocab_size)
 
@@ -201,7 +197,7 @@ def refuse_constant_codes(constant, directory, meta, kind):
                     f"whose gradient overflows in a deep model (docs/inputs.md): {found}; {fix}")
 
 
-def get_batch(shards, batch_size, block_size, generator, masks=None):
+def windows(shards, batch_size, block_size, generator, masks=None):
     """x, y (B, T) int64: random windows of the shards and the same windows shifted by one token.
     With masks (open_masks) a target whose mask is 0 becomes -1, which the loss ignores."""
     starts = np.array([max(len(s) - block_size - 1, 0) for s in shards])  # window starts per shard

@@ -27,6 +27,15 @@ def start_processes(device):
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def rank_checksums(model, world):
+    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
+    flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
+    checksum = torch.stack([flat.sum(), (flat * flat).sum()])  # (2,)
+    gathered = [torch.zeros_like(checksum) for _ in range(world)]
+    dist.all_gather(gathered, checksum)
+    return [c.tolist() for c in gathered]
+
+
 def pick_device(name):
     """'auto' is cuda, then mps, then cpu; another name ('cpu', 'cuda:1', 'mps') if it exists."""
     if name == "auto":

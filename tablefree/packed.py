@@ -1,18 +1,19 @@
 """The packed ternary file (`python -m tools.export` on a ternary run): each ternary weight at 2
 bits, the rest as trained (floats in float16, the frozen codes as bits), its config and tokenizer,
 and the sha256 of its weights. A dict of tensors and plain values like a checkpoint, so the one
-loader reads it (checkpoint.load_checkpoint) and build_model builds it (build_packed here).
+loader reads it (checkpoint.load_checkpoint); inference_model builds either kind for inference.
 """
 
 import sys
 
 import torch
 
-from model import GPT, Rotary, make_input
+from model import GPT, BitLinear, GPTConfig, Rotary, absmean_ternary, make_input
 from tablefree import kernel
+from tablefree.checkpoint import build_model, weights_misfit
 from tablefree.checksum import tensors_sha256, weights_id
 from tablefree.common import UserError
-from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary, pack_ternary
+from tablefree.ternary import PackedTernaryLinear, pack_ternary
 
 FORMAT = "tablefree-ternary-1"
 
@@ -68,3 +69,17 @@ def build_packed(config, ckpt):
         raise ValueError("the packed file leaves part of the model without weights")
     print(f"ternary matmul: {kernel.describe()}", file=sys.stderr)
     return model
+
+
+def inference_model(ckpt, kernels=False):
+    """The GPT a checkpoint or a packed export describes, for sampling, evaluation and export. A float
+    model's Linears stay nn.Linear unless kernels (sample.py --kernels, the benchmarks): then one-row
+    inference runs in the C kernel where there is one (kernel.fast_linears). A packed model's run
+    there always: that is what it is packed for."""
+    if "ternary" not in ckpt:
+        model = build_model(ckpt)
+        return kernel.fast_linears(model) if kernels else model
+    try:
+        return kernel.fast_linears(build_packed(GPTConfig(**ckpt["model_config"]), ckpt))
+    except (TypeError, ValueError, RuntimeError, KeyError) as e:
+        raise UserError(weights_misfit(e)) from None

@@ -34,14 +34,14 @@ from tablefree import kernel
 from tablefree.checksum import raw_bytes
 from tablefree.common import UserError, check_output, write_atomic
 from tablefree.ternary import unpack_ternary
-from tablefree.tokenizer import load_encoding, token_bytes
+from tablefree.tokenizer import bytes_of_token, load_encoding
 
 MAGIC = b"TFRUN\0\0\0"  # the flat file's first 8 bytes
 VERSION = 3  # 3: codes in blocks of 32 tokens (2: of 8); since 2 the checksum covers the header and directory too
 SUM_OFFSET = 80  # where the checksum sits
 SOURCE = Path(__file__).parent / "run.c"
 INCLUDED = [SOURCE.with_name("decode.c"), SOURCE.with_name("kernel.c")]  # the files run.c #includes
-HEADS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
+HEAD_KINDS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
 # run.c's names for the packed file's tensors, by input and by head; float matrices are float16, as exported
 INPUT_TENSORS = {"learned": {"input.table": "wte.weight"}, "affine": {"input.A": "wte.A", "input.b": "wte.b"},
                  "frozen": {"input.codes": "wte.packed"},
@@ -59,7 +59,7 @@ def config_fields(c):
     K = code_bits(c.vocab_size) + c.extra_bits
     bits = {"binary": K, "affine": K, "frozen": frozen_dim(c)}.get(c.input, 0)  # K, or frozen's D
     ints = [c.n_layer, c.n_head, c.n_embd, c.mlp_hidden(), c.vocab_size, c.block_size, INPUTS.index(c.input),
-            HEADS.index(head_kind(c)), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
+            HEAD_KINDS.index(head_kind(c)), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
     return struct.pack("<13if", *ints, c.rope_base)
 
 
@@ -90,7 +90,7 @@ def blocked(packed):
 def token_table(state, vocab_size):
     """(offsets int32 (V + 1), bytes uint8): every token's bytes, for decoding in C; none without a tokenizer."""
     enc = load_encoding(state) if state.get("ranks") else None
-    pieces = [token_bytes(enc, t) if enc else b"" for t in range(vocab_size)]
+    pieces = [bytes_of_token(enc, t) if enc else b"" for t in range(vocab_size)]
     offsets = np.cumsum([0, *map(len, pieces)], dtype=np.int64)
     return torch.from_numpy(offsets.astype(np.int32)), torch.frombuffer(bytearray(b"".join(pieces) or b"\0"),
                                                                        dtype=torch.uint8)[:offsets[-1]]

@@ -6,7 +6,7 @@ Each line of the JSONL input is one example, {"prompt": "...", "response": "..."
 written as its prompt's tokens, its response's tokens and an end-of-text token, one after the
 other as prepare.py joins documents, and beside the ids a mask of one byte per token: 1 where
 the token is a response token or the closing end-of-text (a target the loss counts; the model
-learns to stop), 0 for the prompt (context only). data.get_batch turns a mask of 0 into the
+learns to stop), 0 for the prompt (context only). data.windows turns a mask of 0 into the
 target -1, which the model's cross-entropy ignores; pretraining data has no mask file and pays
 nothing.
 

@@ -1,72 +1,18 @@
-"""A ternary Transformer body: BitNet b1.58 layers for training, 2-bit packing, integer inference.
+"""A trained ternary body for inference: 2-bit packing and the integer Linear that runs it.
 
-S. Ma, H. Wang et al., "The Era of 1-bit LLMs: All Large Language Models are in 1.58 Bits"
-(2024, arXiv:2402.17764): every Linear inside the Transformer blocks computes with
-
-    weights      W_t = round(W / gamma) clipped to {-1, 0, +1},  gamma = mean |W|  (absmean, per tensor)
-    activations  x_q = round(x * s) clipped to [-128, 127],       s = 127 / max |x|  (absmax, per token)
-    output       y = (x_q W_t^T) * gamma / s
-
-and trains float latent weights through the rounding with the straight-through estimator (the
-gradient of y = x W^T with the dequantised values in place of x and W). The product x_q W_t^T
-is a sum of integers: in float32 it is exact whenever it stays below 2^24 (127 x fan-in does,
-for any fan-in under 132,000), so the training forward computes bit for bit what an integer
-kernel computes, and a packed export decodes the same tokens (tests/test_ternary.py).
-
-What stays in higher precision, as in BitNet b1.58, and why: the token input (code or table),
-which carries the token's identity; the LayerNorms, a few parameters that set the scale the
-absmax quantiser reads; rotary positions and the attention softmax, which have no weights; and
-the output head, whose V logits choose the token. (The frozen-code paper's ternary system is
-this split: a fixed input code, a ternary body, a higher-precision head.)
+BitNet b1.58's training layer (BitLinear: the absmean weights, the absmax activations, the
+straight-through gradient) is in model.py; this file is what comes after training: W_t packed at
+2 bits a weight (four to a byte), and PackedTernaryLinear, which computes from the packed weights
+the same numbers BitLinear computes in float (int8 activations, int32 sums, one rescale a row),
+in the C kernel (tablefree/kernel.py) or in torch._int_mm.
 """
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from model import absmax_int8
 from tablefree import kernel
-
-EPS = 1e-5  # keeps gamma and s finite for an all-zero weight or activation
-
-
-def absmean_ternary(weight):
-    """W (out, in) -> W_t (out, in) with values in {-1, 0, 1} (same dtype) and gamma, a 0-d tensor."""
-    gamma = weight.abs().mean().clamp(min=EPS)
-    return (weight / gamma).round().clamp(-1, 1), gamma
-
-
-def absmax_int8(x):
-    """x (..., in) -> x_q (..., in) with integer values in [-128, 127] (same dtype) and s (..., 1)."""
-    scale = 127.0 / torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).clamp_(min=EPS)  # max |x|
-    return (x * scale).round_().clamp_(-128, 127), scale
-
-
-class TernaryProduct(torch.autograd.Function):
-    """y = (x_q W_t^T) gamma / s forward; the straight-through gradient of y = x W^T backward."""
-
-    @staticmethod
-    def forward(ctx, x, weight):
-        x_q, scale = absmax_int8(x)
-        w_t, gamma = absmean_ternary(weight)
-        ctx.save_for_backward(x_q, scale, w_t, gamma)
-        return F.linear(x_q, w_t) * (gamma / scale)  # (..., out): integer sums, one rescale per row
-
-    @staticmethod
-    def backward(ctx, grad):
-        x_q, scale, w_t, gamma = ctx.saved_tensors
-        grad_x = grad @ (w_t * gamma).to(grad.dtype)  # (..., in): through the dequantised weight
-        x_deq = (x_q / scale).to(grad.dtype)
-        grad_w = grad.flatten(0, -2).T @ x_deq.flatten(0, -2)  # (out, in)
-        return grad_x, grad_w
-
-
-class BitLinear(nn.Linear):
-    """nn.Linear whose forward is BitNet b1.58's ternary product; the weight stays float for AdamW."""
-
-    def forward(self, x):
-        y = TernaryProduct.apply(x, self.weight)
-        return y if self.bias is None else y + self.bias
-
 
 def pack_ternary(w_t):
     """{-1, 0, 1} (out, in) -> uint8 (out, ceil(in / 4)): 2 bits a weight, 0 -> 00, +1 -> 01,

@@ -144,7 +144,7 @@ def load_encoding(state):
                         f"copy, or train again") from None
 
 
-def token_bytes(enc, t):
+def bytes_of_token(enc, t):
     """Token t's raw bytes; b"" for an id that is no token (reserved_ids, which a model can still draw)."""
     try:
         return enc.decode_single_token_bytes(t)
@@ -156,4 +156,4 @@ def vocab_bytes(enc, vocab_size):
     """Every token's raw bytes, [bytes of id 0, ..., id V - 1]; b"" for an id that is no token.
 
     Raw, not decoded: a byte-level token can hold part of a UTF-8 character."""
-    return [token_bytes(enc, t) for t in range(vocab_size)]
+    return [bytes_of_token(enc, t) for t in range(vocab_size)]

@@ -11,9 +11,10 @@ import train
 from codes import sign_pca
 from conftest import TINY
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, read_log
+from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.configurator import resolve
 from tablefree.cost import param_counts
+from tablefree.rundir import read_log
 from tools import export
 
 SHAPE = dict(vocab_size=300, n_layer=2, n_head=2, n_embd=64, block_size=16, input="frozen", codes_from="random",

@@ -25,9 +25,10 @@ import train
 from conftest import TINY
 from experiments.runs import read_run
 from model import GPT
-from tablefree.checkpoint import load_checkpoint, read_log
+from tablefree.checkpoint import load_checkpoint
 from tablefree.common import UserError
 from tablefree.configurator import resolve
+from tablefree.rundir import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ["--dataset=tiny", *TINY, "--input=affine", "--dropout=0.1", "--max_iters=12", "--lr_decay_iters=12", "--eval_interval=4"]

@@ -12,10 +12,11 @@ import prepare
 import train
 from conftest import TINY
 from model import GPT, GPTConfig, INPUTS
-from tablefree.checkpoint import load_checkpoint, read_log
+from tablefree.checkpoint import load_checkpoint
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.data import get_batch, open_masks, open_split, read_meta
+from tablefree.data import open_masks, open_split, read_meta, windows
+from tablefree.rundir import read_log
 from tablefree.tokenizer import load_tokenizer
 from tools import evaluate
 
@@ -117,10 +118,10 @@ def test_a_masked_target_adds_nothing_to_the_loss_or_its_gradient(sft_data):
     directory, meta = sft_data
     shards = open_split(directory, meta, "train")
     masks = open_masks(directory, meta, "train", shards)
-    x, y = get_batch(shards, 4, 32, torch.Generator().manual_seed(0), masks)
-    x0, y0 = get_batch(shards, 4, 32, torch.Generator().manual_seed(0))
+    x, y = windows(shards, 4, 32, torch.Generator().manual_seed(0), masks)
+    x0, y0 = windows(shards, 4, 32, torch.Generator().manual_seed(0))
     ones = [np.ones_like(m) for m in masks]
-    assert torch.equal(x, x0) and torch.equal(get_batch(shards, 4, 32, torch.Generator().manual_seed(0), ones)[1], y0)
+    assert torch.equal(x, x0) and torch.equal(windows(shards, 4, 32, torch.Generator().manual_seed(0), ones)[1], y0)
     counted = y != -1
     assert 0 < counted.sum() < counted.numel() and torch.equal(y[counted], y0[counted])
     torch.manual_seed(0)

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model
 from tablefree.data import read_meta
-from tablefree.packed import packed_ternary
+from tablefree.packed import inference_model, packed_ternary
 from tablefree.tokenizer import load_encoding, tokenizer_state
 from tools.hf import export_hf
 
@@ -40,7 +39,7 @@ def trained_like(data_dir, name, head, body):
         p.data += 0.05 * torch.randn_like(p)
     ckpt = {"model_config": asdict(config), "tokenizer": tokenizer_state(meta["tokenizer"], directory / "tokenizer.tiktoken"),
             "model": model.state_dict(), "iter_num": 7}
-    ours = build_model(packed_ternary(model, ckpt)) if body == "ternary" else model
+    ours = inference_model(packed_ternary(model, ckpt)) if body == "ternary" else model
     return ours.eval(), model.eval(), ckpt
 
 

@@ -79,10 +79,10 @@ def test_a_loaded_float_model_decodes_the_tokens_the_training_model_decodes(tmp_
     from dataclasses import asdict
 
     from model import GPT, GPTConfig
-    from tablefree.checkpoint import build_model
+    from tablefree.packed import inference_model
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_head=4, n_embd=64, block_size=64, input="binary")).eval()
-    loaded = build_model({"model": model.state_dict(), "model_config": asdict(model.config), "tokenizer": {}},
+    loaded = inference_model({"model": model.state_dict(), "model_config": asdict(model.config), "tokenizer": {}},
                          kernels=True).eval()
     assert isinstance(loaded.lm_head, kernel.KernelLinear) and isinstance(loaded.h[0].mlp.c_fc, kernel.KernelLinear)
     prompt = torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(1))

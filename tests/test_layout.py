@@ -1,10 +1,15 @@
-"""The repository's shape: the design card's top level, imports flowing one way, short files.
+"""The repository's shape: the design card's top level, imports flowing one way, short files and
+functions, model.py one file, and docs/layout.md naming every file (so it cannot go stale).
 Run: python -m pytest tests/test_layout.py (the figures themselves: python dev/layout.py)"""
 
+import re
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
-from dev.layout import depth, entry_point_imports, import_graph
+from dev.layout import depth, entry_point_imports, import_graph, longest_function
 
 TOP_LEVEL = {"model.py", "train.py", "codes.py", "prepare.py", "sample.py", "config", "tests", "README.md",  # the card
              "requirements.txt", "requirements-extras.txt", "requirements-dev.txt", "pyproject.toml",  # packaging
@@ -41,6 +46,71 @@ def test_imports_form_no_cycle_and_the_library_never_reaches_up():
 
 def test_files_are_short():
     lengths = {f: len((ROOT / f).read_text().splitlines()) for f in import_graph(ROOT)}
-    assert lengths["model.py"] <= 560  # the single-file GPT, inputs included (nanochat's gpt.py: 555)
+    assert lengths["model.py"] <= 600  # the one-file GPT, inputs, ternary Linear, sampling (nanochat's gpt.py: 555)
     assert {f: n for f, n in lengths.items() if f != "model.py" and n >= 400} == {}
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+def test_model_is_one_file():
+    """A reader needs no other file of ours to know what the model computes: model.py imports codes.py only."""
+    assert import_graph(ROOT)["model.py"] == {"codes.py"}
+
+
+def test_the_scripts_functions_are_short():
+    """The loop reads like nanoGPT's: no function of a top-level script over about 90 lines."""
+    for script in ("train.py", "model.py", "prepare.py", "sample.py"):
+        name, lines = longest_function(ROOT / script).split(": ")
+        assert int(lines) <= 92, f"{script}: {name} is {lines} lines"
+
+
+# the folders whose every file layout.md names (tests/, docs/ and results/ it describes as a whole)
+CODE_FOLDERS = ("", "config", "tablefree", "tools", "experiments", "experiments/config", "dev")
+KINDS = (".py", ".c", ".sh", ".md", ".txt", ".toml")
+
+
+def sections(text):
+    """{folder: its lines} from layout.md's tree: a line at column 0 ending its first column in '/'
+    opens a folder, its entries are indented by 2, a nested folder's files are named in its comment."""
+    tree = text.split("```")[1]
+    found, folder = {"": []}, ""
+    for line in tree.splitlines():
+        first = re.split(r"\s{2,}", line.strip())[0] if line.strip() else ""
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            folder = first.rstrip("/") if first.endswith("/") else ""
+        elif indent == 2 and first.endswith("/"):
+            found.setdefault(f"{folder}/{first.rstrip('/')}", []).append(line)
+            continue
+        found.setdefault(folder, []).append(line)
+    return found
+
+
+def tracked(folder):
+    """The checkout's files directly in folder that git tracks, of the kinds layout.md lists."""
+    out = subprocess.run(["git", "ls-files", folder or "."], cwd=ROOT, capture_output=True, text=True, check=True)
+    return sorted({Path(p).name for p in out.stdout.split() if str(Path(p).parent) == (folder or ".")
+                   and Path(p).suffix in KINDS})
+
+
+def test_layout_names_every_file():
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: layout.md is checked against git's files")
+    text = (ROOT / "docs" / "layout.md").read_text()
+    parts = sections(text)
+    missing = [f"{folder}/{name}".lstrip("/") for folder in CODE_FOLDERS for name in tracked(folder)
+               if not re.search(rf"(?<![\w/.]){re.escape(name)}(?![\w])", "\n".join(parts.get(folder, [])))]
+    assert not missing, f"docs/layout.md does not name {missing}"
+
+
+def test_layout_names_no_missing_file():
+    text = (ROOT / "docs" / "layout.md").read_text()
+    gone = []
+    for folder, lines in sections(text).items():
+        for line in lines:
+            if len(line) - len(line.lstrip()) not in (0, 2):
+                continue  # a comment's continuation
+            first = re.split(r"\s{2,}", line.strip())[0]
+            for name in first.split(", "):
+                if re.fullmatch(r"[\w.-]+\.\w+", name) and not (ROOT / folder / name).exists():
+                    gone.append(f"{folder}/{name}".lstrip("/"))
+    assert not gone, f"docs/layout.md names files that are not there: {gone}"

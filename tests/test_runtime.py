@@ -13,10 +13,9 @@ import train
 from conftest import TINY
 from model import GPT, GPTConfig
 from tablefree import runtime
-from tablefree.checkpoint import build_model
-from tablefree.packed import packed_ternary
 from tablefree.common import UserError
 from tablefree.configurator import resolve
+from tablefree.packed import inference_model, packed_ternary
 from tools import export
 
 VOCAB = [bytes([97 + i % 26]) * (1 + i // 26) for i in range(300)]
@@ -40,7 +39,7 @@ def packed_model(kind, block_size=48):
 
 def reference(contents, steps, prompt=PROMPT):
     """(the torch packed path's greedy tokens, its logits before each of them (steps, V))."""
-    model = build_model(contents).eval()
+    model = inference_model(contents).eval()
     tokens = torch.cat(list(model.generate(torch.tensor([prompt]), steps, temperature=0)), dim=1)[0].tolist()
     cache, logits = model.new_cache(), []
     with torch.no_grad():

@@ -2,7 +2,7 @@
 
 import torch
 
-from tablefree.sampling import choose, nucleus
+from model import choose, nucleus
 
 
 def test_the_nucleus_is_the_smallest_likeliest_set_reaching_p():

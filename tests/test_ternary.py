@@ -9,14 +9,14 @@ from torch.nn import functional as F
 import sample
 import train
 from conftest import TINY
-from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, read_log
+from model import GPT, BitLinear, GPTConfig, TernaryProduct, absmax_int8, absmean_ternary
+from tablefree.checkpoint import load_checkpoint
+from tablefree.checksum import tensors_sha256, weights_id
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.checksum import tensors_sha256, weights_id
-from tablefree.packed import packed_ternary
-from tablefree.ternary import (BitLinear, PackedTernaryLinear, TernaryProduct, absmax_int8, absmean_ternary, pack_ternary,
-                     unpack_ternary)
+from tablefree.packed import inference_model, packed_ternary
+from tablefree.rundir import read_log
+from tablefree.ternary import PackedTernaryLinear, pack_ternary, unpack_ternary
 from tools import export
 
 
@@ -78,7 +78,7 @@ def trained_ternary(kind="binary", steps=40):
 def test_export_decodes_the_training_models_tokens(kind):
     model, ckpt = trained_ternary(kind)
     contents = packed_ternary(model, ckpt)
-    packed = build_model(contents).eval()
+    packed = inference_model(contents).eval()
     if kind == "frozen+codes":  # the one code table, stored and read as bits: (V, D / 8) bytes, never a float table
         assert contents["model"]["wte.packed"].dtype == torch.uint8 and contents["model"]["wte.packed"].shape == (300, 6)
         assert torch.equal(packed.wte.packed, model.wte.packed)
@@ -108,7 +108,7 @@ def test_train_export_sample_end_to_end(data_dir, tmp_path):
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0  # a ternary body learns
     export.main(["--ckpt", str(run)])
     path = run / "model.ternary.pt"
-    body = sum(p.numel() for n, p in build_model(load_checkpoint(run)).named_parameters() if n.startswith("h.") and p.dim() == 2)
+    body = sum(p.numel() for n, p in inference_model(load_checkpoint(run)).named_parameters() if n.startswith("h.") and p.dim() == 2)
     assert path.stat().st_size < (run / "ckpt.pt").stat().st_size / 8 and path.stat().st_size > body / 4
     ours = sample.sample(sample.parse_args(["--ckpt", str(run), "--temperature", "0", "--max_new_tokens", "20",
                                             "--num_samples", "1"]))
@@ -133,10 +133,10 @@ def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
         load_checkpoint(tmp_path / "flipped.pt")
     bad["sha256"] = tensors_sha256(bad["model"], bad["ternary"])  # damaged before its checksum was taken
     with pytest.raises(UserError, match="unused code 11; the file is corrupt"):
-        build_model(bad)
+        inference_model(bad)
     other = {**contents, "model_config": {**contents["model_config"], "n_embd": 32}}
     with pytest.raises(UserError, match="do not fit its model config"):
-        build_model(other)
+        inference_model(other)
     float_model = GPT(GPTConfig(vocab_size=300, n_layer=1, n_head=2, n_embd=32, block_size=8))
     with pytest.raises(UserError, match="only a ternary body packs to 2 bits"):
         packed_ternary(float_model, ckpt)

@@ -14,10 +14,11 @@ import sample
 import train
 from conftest import TINY
 from model import GPT, GPTConfig, INPUTS
-from tablefree.checkpoint import build_model, load_checkpoint, read_log
+from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import UserError
-from tablefree.cost import param_counts
 from tablefree.configurator import MODEL_KEYS, resolve
+from tablefree.cost import param_counts
+from tablefree.rundir import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 def run(data_dir, out_dir, *argv):

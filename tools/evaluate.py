@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
+from tablefree.checkpoint import find_checkpoint, load_checkpoint
+from tablefree.packed import inference_model
 from tablefree.common import (ArgumentParser, UserError, check_output, json_report, require, user_errors,
                               write_atomic)
 from tablefree.data import checkpoint_dataset, open_masks, open_split, split_ids, token_counts
@@ -206,7 +207,7 @@ def evaluate(args):
                        ours=(COMMAND, *LEGACY))
     check_output(answers_path(out), "--out", ours=(COMMAND, *LEGACY))
     ckpt = load_checkpoint(path, "cpu")
-    model = build_model(ckpt).to(device).eval()
+    model = inference_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])
     tasks = args.tasks.split(",")
     report = {"checkpoint": str(path), "iter_num": ckpt["iter_num"], "model_config": ckpt["model_config"],

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import torch
 
-from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint
+from tablefree.checkpoint import find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
-from tablefree.packed import FORMAT, packed_ternary
+from tablefree.packed import FORMAT, inference_model, packed_ternary
 from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
 from tools.hf import export_hf
 
@@ -59,7 +59,7 @@ def main(argv=None):
     with user_errors("export.py"):
         args = p.parse_args(argv)
         ckpt = load_checkpoint(args.ckpt)
-        model = build_model(ckpt)
+        model = inference_model(ckpt)
         fmt = args.format or ("hf" if model.config.body == "float" else "ternary")
         gguf_type = args.gguf_type or ("F32" if model.config.body == "float" else "TQ2_0")
         if args.remote_code and fmt != "hf":

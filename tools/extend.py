@@ -43,7 +43,8 @@ import numpy as np
 import regex
 import torch
 
-from tablefree.checkpoint import build_model, find_checkpoint, load_checkpoint, read_code_source
+from tablefree.checkpoint import find_checkpoint, load_checkpoint, read_code_source
+from tablefree.packed import inference_model
 from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, plain_name, require,
                               user_errors, write_atomic)
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
@@ -172,7 +173,7 @@ def measure(model, enc, ids, counts, old_vocab, args):
 def extend_run(path, args):
     """The protocol on one run: its numbers before and after."""
     ckpt = load_checkpoint(path)
-    model, enc = build_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
+    model, enc = inference_model(ckpt).eval(), load_encoding(ckpt["tokenizer"])
     directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
     val = split_ids(directory, meta, "val")
     eot = enc.eot_token

@@ -34,9 +34,10 @@ the merges recovered from the ranks as hf.py does, end of text as BOS and EOS (n
 
 import numpy as np
 
+from model import BitLinear, absmean_ternary
 from tablefree.checksum import weights_id
 from tablefree.common import UserError, replacing
-from tablefree.ternary import BitLinear, PackedTernaryLinear, absmean_ternary
+from tablefree.ternary import PackedTernaryLinear
 from tablefree.tokenizer import EOT, GPT2_PATTERN, parse_ranks
 from tools.hf import bias_or_zeros, bpe_merges, input_table, neox_head, spelled
 from tools.llamacpp import gguf_crc32, gguf_package

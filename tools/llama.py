@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.checkpoint import load_checkpoint
 from tablefree.checksum import weights_id
 from tablefree.common import ArgumentParser, UserError, require, require_utf8, user_errors
 from tablefree.data import read_meta, split_ids
+from tablefree.packed import inference_model
 from tools.llamacpp import greedy, load_llama, read_gguf
 
 PROMPT_TOKENS, NEW_TOKENS = 16, 32  # --check's prompts and continuations
@@ -81,7 +82,7 @@ def check(args):
     """Greedy continuations of held-out prompts in llama.cpp and in our model: printed, and returned."""
     ckpt = load_checkpoint(args.check)
     refuse_another_source(read_gguf(args.gguf), ckpt, args)
-    ours = build_model(ckpt).eval()
+    ours = inference_model(ckpt).eval()
     data = Path(args.data_dir) / ckpt["settings"]["dataset"]
     ids = split_ids(data, read_meta(data), "val")
     # 16 + 32 tokens, within a small model's context (llama.cpp's has no window to restart)

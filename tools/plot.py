@@ -10,8 +10,8 @@ matplotlib is an optional requirement (requirements-extras.txt).
 
 from pathlib import Path
 
-from tablefree.checkpoint import read_log
 from tablefree.common import ArgumentParser, UserError, check_output, png_metadata, pyplot, user_errors, write_atomic
+from tablefree.rundir import read_log
 
 COMMAND = "python -m tools.plot"  # the mark its figures carry (common.mark)
 

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from tablefree.common import UserError
 from tablefree.data import bits_per_byte
 from tablefree.extension import add_tokens
-from tablefree.tokenizer import token_bytes, vocab_bytes
+from tablefree.tokenizer import bytes_of_token, vocab_bytes
 from tools.probes import layer_cosines, typo_metrics
 from tools.tasks import load_rows, to_docs
 
@@ -251,7 +251,7 @@ def run_echo(model, enc, prompts, autocast, new_tokens=16, override=False, seed=
 
     def continue_(prompt_ids, **sampling):
         new = generated(model, prompt_ids, new_tokens, autocast, generator=generator, **sampling)
-        return b"".join(token_bytes(enc, t) if t < V else extra[t - V] for t in new).decode(
+        return b"".join(bytes_of_token(enc, t) if t < V else extra[t - V] for t in new).decode(
             "utf-8", errors="replace")  # a spare id spells its string
 
     answers = []

@@ -1,0 +1,251 @@
+"""The run folder: config.json and the log.jsonl a run appends to, the lock that makes one process
+its only writer, and where a run starts: from scratch, resumed from its own checkpoint (and the
+rules of what a resume may change), or fine-tuned from another run's.
+"""
+
+import fcntl
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from model import GPTConfig
+from tablefree.checkpoint import find_checkpoint, load_checkpoint, model_state, save_checkpoint
+from tablefree.common import UserError, append_line, holds_work, write_atomic
+from tablefree.configurator import MODEL_KEYS
+
+
+def read_log(path):
+    """The records of a log.jsonl. A line that is not JSON (torn by a crash mid-write, or
+    damaged) is dropped with a warning naming it; every good line is kept."""
+    records, dropped = [], []
+    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            dropped.append(number)
+            continue
+        if isinstance(record, dict) and isinstance(record.get("iter"), int):
+            records.append(record)
+        else:
+            dropped.append(number)
+    if dropped:
+        print(f"warning: {path}: dropped {len(dropped)} unreadable line(s): "
+              f"{', '.join(map(str, dropped[:10]))}", file=sys.stderr)
+    return records
+
+
+class RunDir:
+    """A run directory's config.json and log.jsonl, and the lock that makes its run the only writer.
+
+    A new run writes config.json at once. A resumed one changes nothing until its first checkpoint
+    is saved (or it ends without one): its log lines wait in memory, then it writes its config.json,
+    cuts the log back to the checkpoint's step (lines an interrupted run wrote after it) and appends
+    them. So a resume that fails or is refused before its first save leaves the run byte for byte as
+    it was; the lines it loses are the ones a resume would cut anyway. The lock (flock on the folder
+    itself: no file to leave behind, and the kernel releases it when the process ends, however it
+    ends) refuses a second train.py in the same folder."""
+
+    def __init__(self, out, iter_num, record, checkpointed, resumed):
+        self.out, self.iter_num, self.record, self.resumed = Path(out), iter_num, record, resumed
+        self.checkpointed = checkpointed  # what every checkpoint holds beside the weights and the step
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.lock = os.open(self.out, os.O_RDONLY)  # held open, so locked, for the process's life
+        except OSError as e:
+            raise UserError(f"cannot write to out_dir {out}: {e.strerror}; choose a writable --out_dir") from None
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UserError(f"another train.py is writing to {out}; wait for it to finish (or stop it), or give "
+                            f"this run another --out_dir") from None
+        self.started, self.pending = False, []
+        if not resumed:
+            self.start()
+
+    def start(self):
+        write_atomic(self.out / "config.json", json.dumps(self.record, indent=2))
+        path = self.out / "log.jsonl"
+        if path.exists():  # a resumed run keeps what was logged up to its checkpoint; a new one nothing
+            kept = [r for r in read_log(path) if r["iter"] <= self.iter_num] if self.resumed else []
+            write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+        self.started = True
+
+    def append(self, record):
+        if self.started:
+            append_line(self.out / "log.jsonl", json.dumps(record))
+        else:
+            self.pending.append(record)
+
+    def save(self, model, optimizer, iter_num, best_val_loss, elapsed_s):
+        """Write the checkpoint (atomically: the last one stays whole until this one is)."""
+        save_checkpoint({**model_state(model), **self.checkpointed, "optimizer": optimizer.state_dict(),
+                         "iter_num": iter_num, "best_val_loss": best_val_loss, "elapsed_s": elapsed_s}, self.out)
+        self.saved()
+
+    def saved(self):
+        """A checkpoint is saved (or the run ended well): a resumed run writes what it held back."""
+        if not self.started:
+            self.start()
+            for record in self.pending:
+                self.append(record)
+
+    def close(self):
+        """Release the lock (the run is over, or this process goes on to other work)."""
+        os.close(self.lock)
+
+
+def interrupted(iter_num, out):
+    """The one line Ctrl-C ends a run with: where it stopped and how to go on."""
+    if not (Path(out) / "ckpt.pt").exists():
+        return f"interrupted at step {iter_num}, before the first checkpoint; start the run again"
+    return (f"interrupted at step {iter_num}; {out}/ckpt.pt holds the last evaluation's step: continue with "
+            f"python train.py --init_from=resume --out_dir={out}")
+
+
+# ---- where a run starts: from scratch, resumed from its checkpoint, or fine-tuned from another run ----
+
+FIXED_BY_CHECKPOINT = (*MODEL_KEYS, "dataset", "seed")  # a resumed run cannot change these
+# the run's recipe (and whether it compiles, which can change its numbers): a resumed run keeps the
+# checkpoint's unless one is given, and says so when it is
+RECIPE = ("batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate", "input_lr_scale", "min_lr",
+          "warmup_iters", "lr_decay_iters", "decay_lr", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval",
+          "eval_iters", "log_interval", "always_save_checkpoint", "nonfinite", "compile")
+
+
+@dataclass
+class Start:
+    """What a run starts from. settings: the run's; ckpt: the checkpoint (None from scratch);
+    notices: lines to print (a resumed run's recipe changes); finetuned_from: the source run's
+    record (fine-tuning, and runs resumed from one)."""
+    settings: SimpleNamespace
+    ckpt: dict = None
+    notices: list = field(default_factory=list)
+    finetuned_from: dict = None
+
+    @property
+    def resumed(self):
+        return self.settings.init_from == "resume"
+
+    def restore(self, optimizer):
+        """(step, best val loss, the run's start time counting the runs it resumes): a resumed run's, with
+        its optimizer state loaded, else a new run's. The checkpoint is let go: its weights are in the model."""
+        ckpt = self.ckpt if self.resumed else {}
+        self.ckpt = None
+        if ckpt:
+            optimizer.load_state_dict(ckpt["optimizer"])
+        return (ckpt.get("iter_num", 0), ckpt.get("best_val_loss", float("inf")),
+                time.time() - ckpt.get("elapsed_s", 0.0))
+
+    def check_data(self, data):
+        """Refuse a dataset (data.Dataset) other than the one this start's weights were trained with."""
+        if self.ckpt is None:
+            return
+        ours, theirs = self.ckpt["tokenizer"], data.tokenizer
+        out = self.settings.out_dir
+        if self.resumed and self.ckpt["model_config"]["vocab_size"] != data.vocab_size:
+            raise UserError(f"{out}/ckpt.pt has vocab_size {self.ckpt['model_config']['vocab_size']} but "
+                            f"{data.path} has {data.vocab_size}; prepare the data again as the run had it")
+        if self.resumed and ours != theirs:
+            raise UserError(f"{data.path} was prepared again since {out}/ckpt.pt trained on it (another tokenizer "
+                            f"or source); prepare it as the run had it, or start a new run in another --out_dir")
+        if not self.resumed and ours != theirs:  # the tokenizer's entry and rank file: two BPEs of one size differ
+            source, a, b = self.finetuned_from, ours["info"], theirs["info"]
+            raise UserError(f"{source['checkpoint']} was trained with a {a['name']} tokenizer of {a['vocab_size']:,} "
+                            f"tokens (data {source['dataset']!r}) but {data.path} was prepared with another "
+                            f"({b['name']}, {b['vocab_size']:,} tokens); prepare it with the model's: python "
+                            f"prepare.py ... --tokenizer_from {Path(self.settings.data_dir) / str(source['dataset'])}")
+
+
+def starting_point(s, given):
+    """The Start for s.init_from: 'scratch', 'resume' (s.out_dir's checkpoint) or a trained run's
+    folder or .pt (fine-tuning). given: the keys the user set (None: every key)."""
+    if s.init_from == "resume":
+        return resume_from(s, given)
+    if s.init_from != "scratch":
+        return finetune_from(s, given)
+    refuse_to_overwrite(s.out_dir, s.overwrite)
+    return Start(s)
+
+
+def refuse_to_overwrite(out, overwrite):
+    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
+    never writes its files into a dataset."""
+    work = holds_work(out)
+    if work == "a dataset":
+        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
+    if work == "a run" and not overwrite:
+        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
+                        f"choose another --out_dir, or replace it with --overwrite=True")
+
+
+def finetune_from(s, given):
+    """A new run in s.out_dir from the weights of the run s.init_from names: step 0, a fresh
+    optimizer, the new run's own schedule and data. The model settings become the checkpoint's (one
+    given with another value is an error: the weights fix the architecture), except dropout, which
+    acts only in training and may be set anew."""
+    if not Path(s.init_from).exists():
+        raise UserError(f"init_from={s.init_from!r} is not 'scratch', 'resume' or a trained run (no such folder or "
+                        f"file); give one of them")
+    path = find_checkpoint(s.init_from, "--init_from")
+    if Path(s.out_dir).resolve() == path.parent.resolve():
+        raise UserError(f"--out_dir {s.out_dir} holds the run being fine-tuned; give the new run its own --out_dir")
+    refuse_to_overwrite(s.out_dir, s.overwrite)
+    ckpt = load_checkpoint(path, "cpu", flag="--init_from")
+    if "ternary" in ckpt:
+        raise UserError(f"{path} is a packed export, which keeps no float weights to train; fine-tune from the "
+                        f"run's ckpt.pt")
+    s = SimpleNamespace(**vars(s))
+    recorded = asdict(GPTConfig(**ckpt["model_config"]))  # fields added since: their defaults
+    for key in MODEL_KEYS:
+        trained, asked = recorded[key], getattr(s, key)
+        if key == "dropout" and (given is None or key in given):
+            ckpt["model_config"]["dropout"] = asked
+        elif asked != trained and (given is None or key in given):
+            raise UserError(f"{path} was trained with {key}={trained!r}, not {asked!r}; a fine-tuned model keeps "
+                            f"the checkpoint's architecture: drop --{key}")
+        else:
+            setattr(s, key, trained)
+    source = {"checkpoint": str(path), "iter_num": ckpt.get("iter_num"),
+              "dataset": ckpt.get("settings", {}).get("dataset")}
+    step = f" (step {source['iter_num']})" if source["iter_num"] is not None else ""
+    return Start(s, ckpt, [f"fine-tuning {path}{step}"], source)
+
+
+def resume_from(s, given):
+    """The run in s.out_dir, to go on from its last checkpoint.
+
+    The checkpoint fixes the architecture, the dataset and the seed: one of them given (in
+    `given`, or every key when given is None) with another value is an error, the others take
+    the checkpoint's values. The recipe (RECIPE: batch, schedule, optimizer, evaluation) is the
+    checkpoint's too unless given; a given change is allowed and comes back as a notice, and
+    max_iters may grow but not fall below the step reached. The rest (where and how the run
+    runs: out_dir, data_dir, device, dtype, peak_flops) follows the command."""
+    out = s.out_dir
+    ckpt = load_checkpoint(out, "cpu", flag="--out_dir")
+    missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
+    if missing:
+        raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
+                        f"evaluated but not resumed; start a new run in another out_dir")
+    s = SimpleNamespace(**vars(s))
+    recorded = {**ckpt["settings"], **asdict(GPTConfig(**ckpt["model_config"]))}  # fields added since: defaults
+    for key in FIXED_BY_CHECKPOINT:
+        trained, asked = recorded[key], getattr(s, key)
+        if asked != trained and (given is None or key in given):
+            raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
+                            f"drop --{key} or start a new run in another out_dir")
+        setattr(s, key, trained)
+    notices = [f"resuming {out}/ckpt.pt at step {ckpt['iter_num']}"]
+    for key in RECIPE:
+        trained, asked = recorded.get(key, getattr(s, key)), getattr(s, key)  # a setting added since: as asked
+        if given is not None and key not in given:
+            setattr(s, key, trained)
+        elif asked != trained:
+            notices.append(f"resuming with {key} {asked!r} instead of the run's {trained!r}")
+    if s.max_iters < ckpt["iter_num"]:
+        raise UserError(f"{out}/ckpt.pt is at step {ckpt['iter_num']}, past max_iters={s.max_iters}; give "
+                        f"--max_iters={ckpt['iter_num']} or more, or drop --max_iters")
+    return Start(s, ckpt, notices, ckpt.get("finetuned_from"))
