@@ -17,16 +17,15 @@ $py -m experiments.keep restore
 (while sleep 300; do $py -m experiments.keep save > /dev/null; done) &
 saver=$!
 trap 'kill $saver; $py -m experiments.keep save' EXIT
-$py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet   # the regime study's
-# Issue 55: the frozen-code paper's regime (experiments/regime.py: 13 runs, one of them 4x long, about 23
-# minutes a run-length at 1 thread). Both lanes walk the same list (a run both reach is made by one:
-# experiments/runs.py's claimed); lane a takes the long source first. A lane's partial report goes to
-# out-queue/, the whole study's to results/.
+$py prepare.py --dataset cpu-mix --name cpu-mix-4k --vocab_size 4096 --quiet   # the depth study's
+# Issue 63: Bochkov's comparison at 32 layers (experiments/depth.py: 21 runs, the 32-layer ones first). Both lanes
+# walk the same list (a run both reach is made by one: experiments/runs.py's claimed). A lane's partial report goes
+# to out-queue/, the whole study's to results/.
 export OMP_NUM_THREADS=1
-$py -m experiments.regime > out-queue/lane-a 2>&1 &
+$py -m experiments.depth > out-queue/lane-a 2>&1 &
 lane_a=$!
-sleep 20  # lane a claims the long source before lane b looks
-$py -m experiments.regime --results_dir out-queue/regime-b > out-queue/lane-b 2>&1 &
+sleep 20  # lane a claims its first run before lane b looks
+$py -m experiments.depth --results_dir out-queue/depth-b > out-queue/lane-b 2>&1 &
 lane_b=$!
 wait $lane_a
 wait $lane_b

@@ -8,9 +8,10 @@ V = 4,096 (cpu-mix-4k, a 4,096-token BPE trained on cpu-mix's training split as 
 BPE) at n_embd 64, 32 pre-norm blocks of 4 heads, the untied head, the tile lift (config/binary.py's
 shape, narrower). The learned table is 262,144 of the learned model's 2,101,312 trainable parameters
 (12.5%); binary and affine train 1,839,168. 2,100 steps of 2,048 tokens = 4.30M tokens, 2.05 per
-trainable parameter of the learned model (the paper: ~17B for 537M, 32), about 1.2 epochs of the
-corpus. The optimizer settings are the CPU comparison's (ours: the papers give none), the same for
-every input and depth; updates with a non-finite loss or gradient are skipped and logged.
+trainable parameter of the learned model (the paper: ~17B for 537M, 32), 1.29 epochs of the
+corpus (3.34M training tokens). The optimizer settings are the CPU comparison's (ours: the papers
+give none), the same for every input and depth; updates with a non-finite loss or gradient are
+skipped and logged.
 """
 dataset = "cpu-mix-4k"
 eval_interval = 150
