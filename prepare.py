@@ -146,7 +146,8 @@ def parse_args(argv=None):
     p = ArgumentParser(prog="prepare.py", description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", default="shakespeare",
-                   help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), kjv (the King James Bible, 4.4 MB), cpu-mix, or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
+                   help=f"shakespeare (tiny), shakespeare-plays (38 plays, 5 MB), kjv (the King James Bible, 4.4 MB), cpu-mix (both and a "
+                        f"Wikipedia sample; its parts cpu-mix-nowiki, cpu-mix-wiki), or hub datasets: {', '.join(HUB)} (comma-separated to mix)")
     p.add_argument("--input", nargs="+", help="local text files or globs (each file a document), or .jsonl files")
     p.add_argument("--text_field", default="text", help="field holding the text in .jsonl input")
     p.add_argument("--hub_data_files", help="read --dataset from local JSON/Parquet files of the hub schema")

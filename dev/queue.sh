@@ -17,7 +17,7 @@ $py -m experiments.keep restore
 (while sleep 300; do $py -m experiments.keep save > /dev/null; done) &
 saver=$!
 trap 'kill $saver; $py -m experiments.keep save' EXIT
-$py prepare.py --dataset cpu-mix --name cpu-mix-4k --vocab_size 4096 --quiet   # the depth study's
+$py prepare.py --dataset cpu-mix --name cpu-mix-2560 --vocab_size 2560 --quiet   # the depth study's
 # Issue 63: Bochkov's comparison at 32 layers (experiments/depth.py: 21 runs, the 32-layer ones first). Both lanes
 # walk the same list (a run both reach is made by one: experiments/runs.py's claimed). A lane's partial report goes
 # to out-queue/, the whole study's to results/.

@@ -1,7 +1,7 @@
 """Bochkov's comparison at the papers' own depth: learned, binary and affine inputs at 32 layers, and
 the gap against depth (6, 12, 32 layers) at the same width and vocabulary: results/depth.md, .json, .png.
 
-    python prepare.py --dataset cpu-mix --name cpu-mix-4k --vocab_size 4096
+    python prepare.py --dataset cpu-mix --name cpu-mix-2560 --vocab_size 2560
     python -m experiments.depth                      # 21 runs, dev/queue.sh's lanes
     python -m experiments.depth --quick --dataset tiny --seeds 2   # tiny shapes: the tests
 
@@ -9,8 +9,8 @@ A. Bochkov, "Language Models Without a Trainable Input Embedding Table: Learning
 Binary Token Codes" (arXiv:2605.09751) trains 32 layers at d_model 1024, V = 65,536, ~17B tokens, three
 seeds: validation perplexity 2.44 with the learned table, 2.36 with binary codes (-3.3%), 2.39 with
 affine (-2.0%), inside the 4.8% seed-to-seed spread; the table is 67.1M of 537M parameters (12.5%).
-Here the shape is experiments/config/depth_cpu.py (32 x 64, V = 4,096: the table 12.5% of the learned
-model, 2.05 tokens a parameter); the arms, over --seeds:
+Here the shape is experiments/config/depth_cpu.py (32 x 40, V = 2,560: the table 12.5% of the learned
+model, 2.02 tokens a parameter); the arms, over --seeds:
 
     32 layers    learned, binary, affine
     6, 12 layers learned, binary (the depth axis at this shape)
@@ -33,7 +33,7 @@ import torch
 
 from experiments.runs import (ROOT, made_free_first, results_files, run_arguments, run_dir, runs_root, save_figure,
                               train_run, train_settings, write_results)
-from experiments.stats import mean_std, summarize
+from experiments.stats import paired, summarize
 from model import GPT
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, pyplot, require, user_errors, write_atomic
@@ -121,13 +121,6 @@ def make_run(train_argv, settings, arm, depth, seed, root, data_dir, strict):
     stability["skipped"] = run["skipped"]
     stability["strict"] = json.loads(strict_file.read_text()) if strict_file.exists() else None
     return run, stability
-
-
-def paired(a, b):
-    """The per-seed differences a_i - b_i: their mean and standard error (std / sqrt(n); 0 for one seed)."""
-    d = [x - y for x, y in zip(a, b)]
-    mean, std = mean_std(d)
-    return {"mean": mean, "stderr": std / math.sqrt(len(d)), "seeds": len(d)}
 
 
 def depth_trend(depths, gaps):
@@ -245,7 +238,7 @@ def main(argv=None):
     p = ArgumentParser(prog="python -m experiments.depth", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="tiny shapes and steps (1, 2, 3 layers): the study's logic")
-    p.add_argument("--dataset", default="cpu-mix-4k", help="a prepared dataset (its tokenizer sets V)")
+    p.add_argument("--dataset", default="cpu-mix-2560", help="a prepared dataset (its tokenizer sets V)")
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-depth")
     p.add_argument("--results_dir", default="results")

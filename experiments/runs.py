@@ -272,24 +272,26 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
     return {kind: [made[kind, seed] for seed in range(seeds)] for kind in kinds}
 
 
-def scored(directory, max_iters):
-    """The results kept in a finished run's eval.json ({} when it has none from that step)."""
+def scored(directory, max_iters, name="eval"):
+    """The results kept in a finished run's <name>.json ({} when it has none from that step)."""
     try:
-        report = json.loads((directory / "eval.json").read_text())
+        report = json.loads((directory / f"{name}.json").read_text())
         return report["results"] if report["iter_num"] == max_iters else {}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 
-def evaluated(directory, max_iters, tasks, data_dir="data"):
+def evaluated(directory, max_iters, tasks, data_dir="data", extra=(), name="eval"):
     """tools/evaluate.py's results for tasks on a finished run, scored once and kept in its
-    eval.json (scored again when that file is from another step of the run or lacks a task);
-    data_dir: where the run's dataset is (the held-out tasks' text and train counts)."""
-    results = scored(directory, max_iters)
+    <name>.json (scored again when that file is from another step of the run or lacks a task);
+    data_dir: where the run's dataset is (the held-out tasks' text and train counts); extra: more
+    of tools/evaluate.py's arguments (another held-out dataset: then another name)."""
+    results = scored(directory, max_iters, name)
     if set(tasks) - set(results):
         run_tool("evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks), "--data_dir", str(data_dir),
+                 *extra, "--out", str(directory / f"{name}.json"),
                  failed=f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
-        results = scored(directory, max_iters)
+        results = scored(directory, max_iters, name)
     return results
 
 
@@ -306,15 +308,16 @@ def cell_report(root, cell, kind, seed):
     return root / "extensions" / cell[-1] / f"{kind}-seed{seed}.json"
 
 
-def extend(directory, kind, seed, cell, root, data_dir):
-    """tools/extend.py on one model for one grid cell, or its kept report: the model's row."""
+def extend(directory, kind, seed, cell, root, data_dir, extra=()):
+    """tools/extend.py on one model for one grid cell, or its kept report: the model's row; extra: more
+    of tools/extend.py's arguments (the same for every model of the cell)."""
     report = cell_report(root, cell, kind, seed)
     m, rows, steps, name = cell
     with claimed(report):
         if not report.exists():
             print(f"== {kind}, seed {seed}: adding {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
             run_tool("extend", "--ckpt", str(directory), "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps",
-                     str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir,
+                     str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir, *extra,
                      failed=f"tools/extend.py failed for {name} on {directory} (its error is above); run again: "
                             "finished cells are kept")
     return json.loads(report.read_text())["runs"][0]

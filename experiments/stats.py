@@ -93,6 +93,14 @@ def steps_to_learned(rs, learned):
             "ratio_std": ratio_std}
 
 
+def paired(a, b):
+    """The per-seed differences a_i - b_i (runs of one seed compared): their mean and standard error,
+    std / sqrt(n) (0 for one seed)."""
+    d = [x - y for x, y in zip(a, b)]
+    mean, std = mean_std(d)
+    return {"mean": mean, "stderr": std / math.sqrt(len(d)), "seeds": len(d)}
+
+
 def difference(s, base, key):
     """s's mean of key minus base's, with the standard error of the difference of two means,
     sqrt(s_a^2 / n_a + s_b^2 / n_b); it exceeds seed variation when larger than 2 of them."""

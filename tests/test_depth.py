@@ -9,23 +9,24 @@ import pytest
 
 from experiments import depth
 from experiments.runs import train_settings
+from experiments.stats import paired
 
 
 def test_the_shape_puts_an_eighth_of_the_model_in_the_table():
-    params = depth.param_table(train_settings(depth.BASE), depth.DEPTHS, 4096)
+    params = depth.param_table(train_settings(depth.BASE), depth.DEPTHS, 2560)
     learned, binary = params[32]["learned"], params[32]["binary"]
-    assert (learned["trainable"], learned["input"], binary["trainable"]) == (2_101_312, 262_144, 1_839_168)  # the config's
+    assert (learned["trainable"], learned["input"], binary["trainable"]) == (821_800, 102_400, 719_400)  # the config's
     assert 0.10 <= learned["input"] / learned["trainable"] <= 0.15  # the paper: 67.1M of 537M, 12.5%
     assert params[32]["affine"]["trainable"] == binary["trainable"] and binary["input"] == 0
     assert set(params[6]) == set(params[12]) == {"learned", "binary"}  # affine at the papers' depth only
-    tokens = 2100 * 16 * 128
+    tokens = 810 * 16 * 128
     assert 2.0 <= tokens / learned["trainable"] <= 2.2  # at least 2 tokens a trainable parameter
 
 
 def test_paired_difference_by_hand():
-    p = depth.paired([3.0, 5.0, 4.0], [2.0, 2.0, 2.0])  # differences 1, 3, 2: mean 2, std 1
+    p = paired([3.0, 5.0, 4.0], [2.0, 2.0, 2.0])  # differences 1, 3, 2: mean 2, std 1
     assert p["mean"] == 2.0 and p["stderr"] == pytest.approx(1 / math.sqrt(3)) and p["seeds"] == 3
-    assert depth.paired([1.5], [1.0]) == {"mean": 0.5, "stderr": 0.0, "seeds": 1}
+    assert paired([1.5], [1.0]) == {"mean": 0.5, "stderr": 0.0, "seeds": 1}
 
 
 def test_depth_trend_by_hand():

@@ -61,6 +61,8 @@ def parse_args(argv=None):
                    "(default: $TABLEFREE_EVAL_DATA or auto); see tasks.py")
     p.add_argument("--data_dir", default="data", help="prepared datasets (held-out split, train counts) and the source cache")
     p.add_argument("--dataset", default=None, help="prepared dataset for val/probes (default: the one the run trained on)")
+    p.add_argument("--counts_from", default=None, help="rare_tokens: bucket targets by this prepared dataset's train "
+                   "counts (default: --dataset's, or the run's); e.g. held-out text of a domain the run never saw")
     p.add_argument("--text", default=None, help="a UTF-8 text file to use as held-out text instead of the prepared val split")
     p.add_argument("--typo_pairs", type=int, default=200, help="clean/typo prompt pairs for the typos probe")
     p.add_argument("--batch_size", type=int, default=32, help="sequences per forward pass")
@@ -110,7 +112,7 @@ def sft_examples(ckpt, enc, args):
 
 
 def run_rare_tokens(ckpt, targets, losses, args):
-    directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.dataset)
+    directory, meta = checkpoint_dataset(ckpt, args.data_dir, args.counts_from or args.dataset)
     counts = token_counts(directory, meta, "train")
     return {"train_split": str(directory), "buckets": bucket_losses(targets, losses, counts)}
 
