@@ -18,14 +18,20 @@ $py -m experiments.keep restore
 saver=$!
 trap 'kill $saver; $py -m experiments.keep save' EXIT
 $py prepare.py --dataset cpu-mix --name cpu-mix-2560 --vocab_size 2560 --quiet   # the depth study's
-# Issue 63: Bochkov's comparison at 32 layers (experiments/depth.py: 21 runs, the 32-layer ones first). Both lanes
-# walk the same list (a run both reach is made by one: experiments/runs.py's claimed). A lane's partial report goes
-# to out-queue/, the whole study's to results/.
+$py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet   # the transfer study's: the source's,
+$py prepare.py --dataset cpu-mix-nowiki --tokenizer_from data/cpu-mix-8k --name cpu-mix-8k-nowiki --quiet  # the bodies'
+$py prepare.py --dataset cpu-mix-wiki --tokenizer_from data/cpu-mix-8k --name cpu-mix-8k-wiki --quiet  # held out
 export OMP_NUM_THREADS=1
-$py -m experiments.depth > out-queue/lane-a 2>&1 &
+# Issue 63: Bochkov's comparison at 32 layers (experiments/depth.py: 21 runs, the 32-layer ones first), then issue 64:
+# the transfer study (experiments/transfer.py: 15 runs). Both lanes walk the same lists (a run both reach is made by
+# one: experiments/runs.py's claimed). A lane's partial reports go to out-queue/, the whole studies' to results/.
+lane() {  # $1: where this lane's reports go
+    $py -m experiments.depth --results_dir "$1" && $py -m experiments.transfer --results_dir "$1"
+}
+lane results > out-queue/lane-a 2>&1 &
 lane_a=$!
 sleep 20  # lane a claims its first run before lane b looks
-$py -m experiments.depth --results_dir out-queue/depth-b > out-queue/lane-b 2>&1 &
+lane out-queue/lane-b-reports > out-queue/lane-b 2>&1 &
 lane_b=$!
 wait $lane_a
 wait $lane_b

@@ -78,13 +78,13 @@ def arm_arguments(settings, arm, seed, root, source):
     return [*run_arguments(settings, CONTROL, seed, root), *lr]
 
 
-def write_start(path, argv, seed, table, data):
-    """A checkpoint the started arms fine-tune from (train.py --init_from): the control's initial weights
-    for this seed (the same seed, the same construction: train.py's new_model) with the source's rows as
-    its tied table. Written once; the weights are a function of (argv, seed, table)."""
+def write_start(path, argv, table, data):
+    """A checkpoint a started arm fine-tunes from (train.py --init_from): the control's initial weights for
+    the run's seed (the same seed, the same construction: train.py's new_model) with the source's rows as
+    its tied table. argv: the run's train.py arguments. Written once; its weights follow from (argv, table)."""
     if (path / "ckpt.pt").exists():
         return
-    s = check_settings(train_settings([*argv, f"--seed={seed}"]))
+    s = check_settings(train_settings(argv))
     torch.manual_seed(s.seed)
     model = GPT(model_config(s, data.vocab_size))
     table = torch.from_numpy(np.load(table)).float()
@@ -114,12 +114,12 @@ def make_runs(argv, settings, args, root, cell):
         if arm == "frozen+codes@control":
             make((CONTROL, seed))  # its codes' source, made (or waited for) first
         directory, start = run_dir(root, arm, seed), "scratch"
+        arm_argv = [*argv, *arm_arguments(settings, arm, seed, root, args.source_table)]
         if arm in STARTED:
             start = root / "starts" / f"{arm}-seed{seed}"
-            write_start(start, argv, seed, args.source_table, data)
+            write_start(start, arm_argv, args.source_table, data)
         needed = not done(arm, seed) or (arm == CONTROL and not done("frozen+codes@control", seed))
-        run = train_run([*argv, *arm_arguments(settings, arm, seed, root, args.source_table)], directory, steps,
-                        f"{arm}, seed {seed}", start=str(start), checkpoint=needed)
+        run = train_run(arm_argv, directory, steps, f"{arm}, seed {seed}", start=str(start), checkpoint=needed)
         body = evaluated(directory, steps, ["val", "rare_tokens"], args.data_dir)
         held = evaluated(directory, steps, ["val", "rare_tokens"], args.data_dir, heldout, name="eval-heldout")
         return run, body, held, extend(directory, arm, seed, cell, root, args.data_dir, ["--dataset", args.heldout])
