@@ -388,7 +388,7 @@ def nucleus(probs, top_p):
 
 def choose(logits, temperature, top_k=None, top_p=None, generator=None):
     """The next ids (B, 1) for logits (B, V) float32: argmax at temperature 0, else a draw."""
-    if temperature == 0:
+    if temperature < torch.finfo(torch.float32).tiny:  # 0, or too small to divide by in float32: the limit
         return logits.argmax(dim=-1, keepdim=True)
     # shifted first, so that (l - max) / T <= 0 for any T > 0, however small: never inf - inf
     logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature

@@ -28,7 +28,7 @@ import numpy as np
 
 from tablefree.bins import encode_to_bins, id_dtype, up_to_date, write_meta
 from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_output, holds_work, plain_name,
-                              replace_folder, require, user_errors)
+                              replace_folder, require, user_errors, writing)
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.data import read_meta
 from tablefree.sft import describe_bad, write_sft
@@ -96,20 +96,22 @@ def prepare(args):
     settings = {k: v for k, v in vars(args).items() if k not in ("force", "workers", "quiet")}
     # local inputs are also identified by size and modification time, so edits trigger a rebuild
     settings["input_stamps"] = [[p, os.path.getsize(p), os.path.getmtime(p)] for p in (input_paths(args.input) if args.input else [])]
-    done = up_to_date(directory, settings, args.force)
-    if done:
-        print(f"{directory} is up to date (use --force to rebuild)")
-        return done
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write to --out_dir {directory.parent}: {e.strerror}; choose another") from None
-    check_output(directory, "--name", own=DATASET_FILES)  # a run or the user's folder is never replaced
-    build = build_sft if args.sft else build_bins
-    meta = {}
-    # built beside the old dataset, which stays whole until the new one is: a bad input, a crash
-    # or a full disk halfway leaves it as it was
-    replace_folder(directory, lambda tmp: meta.update(build(args, tmp, settings, started)))
+    with writing(directory, "prepare.py"):  # one writer of the folder, before it is read
+        done = up_to_date(directory, settings, args.force)
+        if done:
+            print(f"{directory} is up to date (use --force to rebuild)")
+            return done
+        # a run or the user's folder is never replaced: a dataset is ours by its meta.json's mark
+        check_output(directory, "--name", own=DATASET_FILES, marked=("meta.json", "python prepare.py"))
+        build = build_sft if args.sft else build_bins
+        meta = {}
+        # built beside the old dataset, which stays whole until the new one is: a bad input, a crash
+        # or a full disk halfway leaves it as it was
+        replace_folder(directory, lambda tmp: meta.update(build(args, tmp, settings, started)))
     for split, s in meta["splits"].items():
         print(f"{split}: {s['tokens']:,} tokens from {s['bytes']:,} bytes of text in {', '.join(s['files'])}")
     print(f"wrote {directory}")
@@ -176,9 +178,9 @@ def parse_args(argv=None):
     if args.tokenizer_from and holds_work(args.tokenizer_from) == "a run":
         raise UserError(f"--tokenizer_from {args.tokenizer_from} is a run, not a prepared dataset; give the dataset it "
                         f"trained on: --tokenizer_from {run_dataset(args.tokenizer_from)}")
-    args.vocab_size = args.vocab_size or 1024
-    require(args.vocab_size >= 259, "--vocab_size", args.vocab_size,  # train_bpe's bound, before any file is touched
-            "at least 259 (a reserved id 0, 256 bytes, 1 merge, end of text)")
+    args.vocab_size = 1024 if args.vocab_size is None else args.vocab_size
+    require(259 <= args.vocab_size <= 1 << 24, "--vocab_size", args.vocab_size,  # before any file or allocation
+            "from 259 (a reserved id 0, 256 bytes, 1 merge, end of text) to 16,777,216")
     require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")
     args.bpe_chars = int(args.bpe_chars)
     require(0 < args.val_fraction < 1, "--val_fraction", args.val_fraction, "between 0 and 1")

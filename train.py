@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from model import GPT
 from tablefree.checkpoint import build_model, read_code_source
-from tablefree.common import UserError, reader_may_leave, user_errors
+from tablefree.common import UserError, reader_may_leave, user_errors, writing
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import duration, flops_per_token, param_counts, run_cost
 from tablefree.data import Dataset, windows
@@ -121,9 +121,14 @@ def train(settings, given=None):
     if s.dry_run:
         print(run_cost(s))
         return None
-
-    # ---- setup: processes and devices, where the run starts, its data, model and optimizer ----
     rank, world, s.device = start_processes(pick_device(s.device))  # one process per device under torchrun
+    with writing(s.out_dir, "train.py", make_parent="--out_dir") if rank == 0 else nullcontext():  # before the folder is read: one writer
+        return training(s, given, rank, world)
+
+
+def training(s, given, rank, world):
+    """The run itself: the setup, then the loop; rank 0 holds the run folder."""
+    # ---- setup: devices, where the run starts, its data, model and optimizer ----
     master, device_type = rank == 0, s.device.split(":")[0]
     s.dtype, ptdtype, autocast = pick_dtype(s.dtype, s.device)
     if device_type == "cuda":  # TF32 matmuls where float32 remains (bf16 autocast covers the rest)
@@ -192,9 +197,6 @@ def train(settings, given=None):
             run.saved()  # the run ended well: a resume that never saved writes its log now
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
         raise UserError(interrupted(iter_num, s.out_dir)) from None
-    finally:
-        if run:
-            run.close()
     progress.close()
     if master and not s.eval_only:
         print(summary(s, iter_num, losses, best_val_loss, data, time.time() - started, saved_at))

@@ -40,7 +40,7 @@ def keepable(root):
     """The files under root worth keeping, relative to it: a finished run's (not an unfinished
     one's: it resumes from its checkpoint or starts again) and every report outside a run."""
     files, wanted = [], {}  # wanted: folder -> are its files kept (not a run, or a finished one); its log read once
-    skipped = (".tmp", ".lock")  # a file being written; runs.claimed's locks
+    skipped = (".tmp", ".lock", ".writing")  # a file being written; runs.claimed's and common.writing's locks
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in skipped):
         run = path.parent
         if run not in wanted:

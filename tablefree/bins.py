@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tablefree.common import UserError
+from tablefree.common import UserError, mark
 from tablefree.data import token_counts
 from tablefree.tokenizer import make_encoding
 
@@ -146,7 +146,7 @@ def write_meta(directory, about, info, dtype, splits, settings, started):
     """Write directory/meta.json (what the data is, its tokenizer, ids and splits) and counts.npy
     (how often each id occurs in each split: int64 (2, V), rows train and val, which train.py's
     check of the fixed codes reads instead of scanning the bins); return the meta."""
-    meta = {**about, "tokenizer": info, "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name,
+    meta = {"written_by": mark("python prepare.py"), **about, "tokenizer": info, "vocab_size": info["vocab_size"], "dtype": np.dtype(dtype).name,
             "splits": splits, "settings": settings, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "counts": "counts.npy"}
     with open(directory / "counts.npy", "wb") as f:

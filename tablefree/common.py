@@ -7,6 +7,7 @@ a time), and no command writes over a run or a dataset it did not make (check_ou
 import argparse
 import ctypes
 import errno
+import fcntl
 import fnmatch
 import json
 import os
@@ -147,6 +148,57 @@ def append_line(path, line):
                         f"then resume the run") from None
 
 
+@contextmanager
+def writing(path, command, make_parent=None):
+    """This process as the one writer of path (a run folder, a dataset, an export) while the block runs:
+    an flock on .<name>.writing beside path (its real path: a link and its target share one), taken
+    before anything there is read or written, and let go (the file removed) when the block ends; the
+    kernel lets it go however the process ends. Another process holding it is refused in one line
+    naming its pid. make_parent: the flag that named path, to create path's folder first (a run's
+    out_dir may be new and nested); else where there is no such folder nothing can be written, and the
+    command's own check says so."""
+    real = Path(os.path.realpath(path))
+    lock = real.parent / f".{real.name}.writing"
+    if make_parent:
+        try:
+            real.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot write to {make_parent} {path}: {e.strerror}; choose a writable {make_parent}") from None
+    if not real.parent.is_dir() or not os.access(real.parent, os.W_OK):
+        yield
+        return
+    fd = held_lock(lock, path, command)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)  # for the refusal of the next one
+        yield
+    finally:
+        with suppress(OSError):
+            os.unlink(lock)  # still held: one that opened it meanwhile sees it gone (held_lock) and tries again
+        os.close(fd)
+
+
+def held_lock(lock, path, command):
+    """An open descriptor of the file lock, flock-ed by this process: the file the name lock names when the
+    lock was taken (a holder removes it as it lets go, so a lock on a removed file is tried again)."""
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise UserError(f"cannot write {path} ({e.strerror}); give a path in a writable folder") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 20, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise UserError(f"{path} is being written by another {command} (process {holder}); wait for it to "
+                            f"finish or stop it, or give this one another path") from None
+        with suppress(OSError):
+            if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+                return fd
+        os.close(fd)  # the holder let go and removed the file between our open and our lock
+
+
 # Files that hold work no command may destroy unless it made them itself: a run's and a dataset's,
 # and the ones whose presence makes a folder one (MARKS).
 RUN_FILES = ("ckpt.pt", "log.jsonl", "config.json")
@@ -177,18 +229,27 @@ def png_metadata(command):
 def written_by(path, ours):
     """Whether the file at path starts with ours: a format's magic bytes, a pattern of its first
     4 KB (a binary header that names us), a command whose mark (mark) a report of path's kind
-    (.md, .json, .jsonl, .png) starts with, or a tuple of those (any one)."""
+    (.md, .json, .jsonl, .png) starts with, or a tuple of those (any one). A command's mark must end
+    where the command does (its arguments, or the end of the mark follow): "tools.evaluatex" is not
+    "tools.evaluate"'s."""
     with open(path, "rb") as f:
         head = f.read(4096)
+    suffix = Path(path).suffix.lower()
     start = {".md": rb"<!-- written by ", ".json": rb'\{\s*"written_by": "', ".jsonl": rb'\{"written_by": "',
-             ".png": rb"\x89PNG\r\n\x1a\n.{25}.{4}tEXtSoftware\x00"}.get(Path(path).suffix.lower())
+             ".png": rb"\x89PNG\r\n\x1a\n.{25}.{4}tEXtSoftware\x00"}.get(suffix)
 
     def starts(one):
         if isinstance(one, bytes):
             return head.startswith(one)
         if isinstance(one, re.Pattern):
             return one.match(head) is not None
-        return start is not None and re.match(start + re.escape(mark(one).encode()), head, re.S) is not None
+        found = start is not None and re.match(start + re.escape(mark(one).encode()), head, re.S)
+        if not found:
+            return False
+        after = head[found.end():found.end() + 1]
+        if suffix == ".png":  # the text chunk's data: its length at bytes 33-37, from byte 41
+            return found.end() == 41 + int.from_bytes(head[33:37], "big") or after == b" "
+        return after in (b" ", b'"')  # the command's arguments, or the mark's end (' -->', '"')
     return any(map(starts, ours if isinstance(ours, tuple) else (ours,)))
 
 
@@ -197,7 +258,7 @@ def holds_work(folder):
     return next((work for name, work in MARKS.items() if (Path(folder) / name).exists()), None)
 
 
-def check_output(path, flag, own=None, ours=None):
+def check_output(path, flag, own=None, ours=None, marked=None):
     """path, if a command may write it; else the one-line error naming the problem and `flag`.
 
     own=None: path is one file the command replaces. Refused: a folder; a file a run or a dataset
@@ -206,7 +267,9 @@ def check_output(path, flag, own=None, ours=None):
     with `ours` (written_by: a format's magic bytes, or the command whose mark its reports start
     with), which is the user's or another command's. own: path is a folder the command replaces
     whole, and own the names (fnmatch patterns) of the files it writes there. Refused besides: a
-    file; a folder holding any other file (a run, a dataset, the user's own)."""
+    file; a folder holding any other file (a run, a dataset, the user's own); with marked = (a file
+    name, a command), a folder holding anything whose file of that name the command did not write
+    (written_by): a folder is ours by our mark, never by its file names."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK):
@@ -226,7 +289,12 @@ def check_output(path, flag, own=None, ours=None):
     if path.is_file():
         raise UserError(f"{path} is a file; give {flag} a folder")
     if path.is_dir():
-        others = sorted(p.name for p in path.iterdir() if not any(fnmatch.fnmatch(p.name, n) for n in own))
+        held = sorted(p.name for p in path.iterdir())
+        others = [name for name in held if not any(fnmatch.fnmatch(name, n) for n in own)]
+        if held and marked and not others and not ((path / marked[0]).is_file() and written_by(path / marked[0], marked[1])):
+            raise UserError(f"{path} holds files this command did not write ({', '.join(held[:3])}"
+                            f"{', ...' if len(held) > 3 else ''}: no {marked[0]} of {marked[1]}'s); give {flag} another "
+                            f"folder, or move that one away to let it be written")
         if others:
             what = holds_work(path) or "files this command did not write"
             raise UserError(f"{path} holds {what} ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}) "
@@ -237,8 +305,9 @@ def check_output(path, flag, own=None, ours=None):
 def replace_folder(path, build):
     """Make the folder path anew, whole or not at all: build(tmp) writes it beside path, then the two
     are exchanged in one atomic rename (Linux's renameat2; two renames elsewhere), so a reader or a
-    crash sees the old folder or the new one, never a mixture and never neither."""
-    path = Path(path)
+    crash sees the old folder or the new one, never a mixture and never neither. A link to a folder is
+    written through: its target is made anew, the link stays."""
+    path = Path(os.path.realpath(path))
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted run: never a finished folder
     tmp.mkdir()

@@ -164,13 +164,15 @@ def check_settings(settings):
         require(getattr(s, key) >= low, key, getattr(s, key), f"at least {low}")
     for key in ("beta1", "beta2"):
         require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
+    for key in ("seed", "code_seed"):  # torch's generators take 64-bit seeds
+        require(getattr(s, key) < 1 << 63, key, getattr(s, key), "below 2^63")
     require(0 <= s.dropout < 1, "dropout", s.dropout, "in [0, 1)")
     require(s.rope_base > 0, "rope_base", s.rope_base, "above 0")
     require(s.min_lr <= s.learning_rate, "min_lr", s.min_lr, f"at most learning_rate ({s.learning_rate:g}): the "
             f"schedule decays from learning_rate down to min_lr")
     out, data = Path(s.out_dir).resolve(), Path(s.data_dir).resolve()
-    if out == data or data / s.dataset in out.parents:  # the dataset's own folder: train.py says it holds one
-        raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside its dataset, where prepare.py writes; "
+    if out == data or data in out.parents:  # where prepare.py writes datasets and caches their sources
+        raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside it, where prepare.py writes; "
                         f"give the run a folder of its own (--out_dir=out-mine)")
     for key, choices in CHOICES.items():
         require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))

@@ -3,9 +3,7 @@ its only writer, and where a run starts: from scratch, resumed from its own chec
 rules of what a resume may change), or fine-tuned from another run's.
 """
 
-import fcntl
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,29 +37,21 @@ def read_log(path):
 
 
 class RunDir:
-    """A run directory's config.json and log.jsonl, and the lock that makes its run the only writer.
+    """A run directory's config.json and log.jsonl (train.py holds common.writing on the folder first).
 
     A new run writes config.json at once. A resumed one changes nothing until its first checkpoint
     is saved (or it ends without one): its log lines wait in memory, then it writes its config.json,
     cuts the log back to the checkpoint's step (lines an interrupted run wrote after it) and appends
     them. So a resume that fails or is refused before its first save leaves the run byte for byte as
-    it was; the lines it loses are the ones a resume would cut anyway. The lock (flock on the folder
-    itself: no file to leave behind, and the kernel releases it when the process ends, however it
-    ends) refuses a second train.py in the same folder."""
+    it was; the lines it loses are the ones a resume would cut anyway."""
 
     def __init__(self, out, iter_num, record, checkpointed, resumed):
         self.out, self.iter_num, self.record, self.resumed = Path(out), iter_num, record, resumed
         self.checkpointed = checkpointed  # what every checkpoint holds beside the weights and the step
         try:
             self.out.mkdir(parents=True, exist_ok=True)
-            self.lock = os.open(self.out, os.O_RDONLY)  # held open, so locked, for the process's life
         except OSError as e:
             raise UserError(f"cannot write to out_dir {out}: {e.strerror}; choose a writable --out_dir") from None
-        try:
-            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UserError(f"another train.py is writing to {out}; wait for it to finish (or stop it), or give "
-                            f"this run another --out_dir") from None
         self.started, self.pending = False, []
         if not resumed:
             self.start()
@@ -92,10 +82,6 @@ class RunDir:
             self.start()
             for record in self.pending:
                 self.append(record)
-
-    def close(self):
-        """Release the lock (the run is over, or this process goes on to other work)."""
-        os.close(self.lock)
 
 
 def interrupted(iter_num, out):

@@ -138,6 +138,18 @@ def world(data_dir, tmp_path_factory):
     (root / "sums.py").write_text("n_layer = 2\nmax_iters = n_layer * 100\n")
     (root / "latin1.py").write_bytes("dataset = 'caf\xe9'\n".encode("latin-1"))  # a config file that is not UTF-8
     torch.save(torch.zeros(299, 8), root / "short.pt")  # a source table one row short
+    # a person's files whose first line is nearly our mark: one more letter after the command (issue 65)
+    (root / "near.md").write_text("<!-- written by tablefree: python -m tools.evaluatex -->\nmine\n")
+    (root / "near.json").write_text('{"written_by": "tablefree: python -m tools.evaluatex", "mine": 1}\n')
+    (root / "near2.md").write_text("<!-- written by tablefree: python -m tools.extended -->\nmine\n")
+    (root / "near3.md").write_text("<!-- written by tablefree: python -m experiments.compare_old -->\nmine\n")
+    (root / "task.json").write_text('{"task": "val", "mine": 1}\n')  # what evaluate's answers began with once
+    (root / "ckpt.json").write_text('{\n  "checkpoint": "mine.pt",\n  "iter_num": 3\n}\n')  # and its reports
+    for folder, files in {"userhf": {"README.md": "notes\n", "config.json": '{"model_type": "bert"}'},
+                          "usermeta": {"meta.json": '{"mine": 1}'}, "userbins": {"train.bin": "mine", "counts.npy": "x"}}.items():
+        (root / folder).mkdir()
+        for name, text in files.items():  # a person's folder holding only files whose names we also write
+            (root / folder / name).write_text(text)
     ternary = GPT(GPTConfig(**{**ckpt["model_config"], "body": "ternary"}))
     packed = packed_ternary(ternary, {**ckpt, "model_config": asdict(ternary.config)})
     torch.save(packed, root / "mine.pt")  # a whole packed file, beside a file of the user's where its flat file goes
@@ -208,7 +220,12 @@ RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "-
 CASES = [
     ("prepare", ["--workers", "0"], "--workers must be at least 1, not 0"),
     ("prepare", ["--val_fraction", "1.5"], "--val_fraction must be between 0 and 1"),
-    ("prepare", ["--vocab_size", "100"], "--vocab_size must be at least 259"),
+    ("prepare", ["--vocab_size", "100"], "--vocab_size must be from 259 (a reserved id 0"),
+    ("prepare", ["--vocab_size", "0"], "--vocab_size must be from 259"),  # not the default's 1,024
+    ("prepare", ["--vocab_size", "1000000000"], "--vocab_size must be from 259 (a reserved id 0, 256 bytes, 1 merge, "
+                                                "end of text) to 16,777,216, not 1000000000"),  # before the BPE allocates
+    ("train", [*TRAIN, "--seed=99999999999999999999"], "seed must be below 2^63"),
+    ("train", [*TRAIN, "--out_dir={data}/_sources"], "or inside it, where prepare.py writes"),
     ("prepare", ["--shard_tokens", "0"], "--shard_tokens must be at least 1"),
     ("prepare", ["--max_tokens", "-5"], "--max_tokens must be above 0"),
     ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),
@@ -234,7 +251,7 @@ CASES = [
     ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
     ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
     ("train", [*TRAIN, "--out_dir={runs}/good", "--init_from={runs}/good"], "holds the run being fine-tuned; give the new"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset; choose another --out_dir"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "or inside it, where prepare.py writes; give the run"),
     ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
     ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
     ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),
@@ -387,8 +404,8 @@ CASES = [
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
     # settings that make no sense together, and inputs that once gave tracebacks
     ("train", [*TRAIN, "--min_lr=1e-2", "--learning_rate=1e-3"], "min_lr must be at most learning_rate (0.001)"),
-    ("train", [*TRAIN, "--out_dir={data}"], "or inside its dataset, where prepare.py writes; give the run a folder"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "or inside its dataset, where prepare.py writes"),
+    ("train", [*TRAIN, "--out_dir={data}"], "or inside it, where prepare.py writes; give the run a folder"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "or inside it, where prepare.py writes"),
     ("train", [*TRAIN, "{root}/latin1.py"], "latin1.py is not UTF-8 (near byte 14); save it as UTF-8"),
     ("train", [*TRAIN, "--dataset=emptybin"], "emptybin/train.bin holds no token; prepare the data again"),
     ("train", [*TRAIN, "--dataset=zerobytes"], "its train split has no bytes or no tokens); prepare the data again"),
@@ -403,6 +420,22 @@ CASES = [
     ("compare", ["--results_dir", "{root}", "--name", "../x", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
      "--name must be a plain name (it makes <results_dir>/<name>.md"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", ".."], "--name must be a plain name"),
+    # a mark that only starts like ours, an old pattern any JSON can match, a folder ours only by its file names
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/near.json"],
+     "near.json exists and this command did not write it"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/task.json"],
+     "task.json exists and this command did not write it"),
+    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/ckpt.json"],
+     "ckpt.json exists and this command did not write it"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "near2"], "near2.md exists and this"),
+    ("compare", ["--results_dir", "{root}", "--name", "near3", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "near3.md exists and this command did not write it"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{root}/userhf"],
+     "userhf holds files this command did not write (README.md, config.json: no tablefree.json"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "usermeta"],
+     "usermeta holds files this command did not write (meta.json: no meta.json of python prepare.py's)"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "userbins"],
+     "userbins holds files this command did not write (counts.npy, train.bin"),
     # the user's notes that quote a command, the user's own matplotlib figure: still the user's
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/quoted.json"],
      "quoted.json exists and this command did not write it"),

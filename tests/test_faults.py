@@ -26,8 +26,9 @@ from conftest import TINY
 from experiments.runs import read_run
 from model import GPT
 from tablefree.checkpoint import load_checkpoint
-from tablefree.common import UserError
+from tablefree.common import UserError, writing
 from tablefree.configurator import resolve
+from tablefree.data import Dataset
 from tablefree.rundir import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,17 +244,35 @@ def test_a_resume_that_fails_at_its_first_steps_leaves_the_run_byte_for_byte(dat
 def test_two_trainings_in_one_folder_give_one_clear_refusal(data_dir, tmp_path):
     """One run directory has one writer: while one train.py holds the folder's lock, a second is
     refused in one line and writes nothing; the lock goes with the process that held it."""
-    import fcntl
     run_in_process(data_dir, tmp_path, "--max_iters=4")
     before = run_files(tmp_path)
-    holder = os.open(tmp_path, os.O_RDONLY)
-    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a running train.py holds
-    for extra in (["--init_from=resume", "--max_iters=8"], ["--overwrite=True"]):
-        with pytest.raises(UserError, match="another train.py is writing to .*; wait for it to finish"):
-            run_in_process(data_dir, tmp_path, *extra)
+    with writing(tmp_path, "train.py"):  # what a running train.py holds
+        for extra in (["--init_from=resume", "--max_iters=8"], ["--overwrite=True"]):
+            with pytest.raises(UserError, match=rf"is being written by another train.py \(process {os.getpid()}\)"):
+                run_in_process(data_dir, tmp_path, *extra)
     assert run_files(tmp_path) == before
-    os.close(holder)
     run_in_process(data_dir, tmp_path, "--init_from=resume", "--max_iters=8")  # free again
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3, 1.0])
+def test_two_processes_started_apart_one_trains_the_other_refuses(data_dir, tmp_path, delay):
+    """Two new runs into one out_dir, or two resumes of one run, started `delay` s apart: one trains, the other
+    is refused in one line naming the first's pid before it reads or writes anything; the run is whole."""
+    out = tmp_path / "run"
+    argv = [sys.executable, "train.py", "--data_dir", str(data_dir), f"--out_dir={out}", *RUN, "--max_iters=40",
+            "--lr_decay_iters=40", "--eval_interval=20"]
+    resume = ["--init_from=resume", "--max_iters=60", "--lr_decay_iters=60"]
+    for pair, steps in (((argv, argv + ["--seed=5"]), 40), ((argv + resume, argv + resume), 60)):
+        first = subprocess.Popen(pair[0], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        other = subprocess.Popen(pair[1], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        done = [(p, *p.communicate()) for p in (first, other)]
+        codes = sorted(p.returncode for p, _, _ in done)
+        assert codes == [0, 1], done
+        winner, loser = sorted(done, key=lambda d: d[0].returncode)
+        assert loser[2].strip() == (f"train.py: error: {out} is being written by another train.py (process "
+                                    f"{winner[0].pid}); wait for it to finish or stop it, or give this one another path")
+        assert read_run(out)["val_loss"] > 0 and load_checkpoint(out)["iter_num"] == steps
 
 
 def test_ctrl_c_is_one_line_and_the_resume_is_exact(data_dir, reference, tmp_path):
@@ -344,7 +363,7 @@ def test_bad_checkpoints_and_settings_are_one_line_errors(data_dir, tmp_path, ca
     config.write_text("n_layer = 2\nlearnig_rate = 1e-3\n")
     assert "unknown setting 'learnig_rate'; did you mean 'learning_rate'" in one_line_error(capsys, str(config))
     (tmp_path / "file").write_text("")
-    assert "cannot write to out_dir" in one_line_error(capsys, *args, f"--out_dir={tmp_path / 'file' / 'run'}")
+    assert "cannot write to --out_dir" in one_line_error(capsys, *args, f"--out_dir={tmp_path / 'file' / 'run'}")
 
 
 # A child that runs a script's main with one of its module's functions wrapped to Ctrl-C itself at its first call.
@@ -362,7 +381,7 @@ script.main(sys.argv[1:])
 
 
 @pytest.mark.parametrize("script, name, argv", [
-    ("sample", "token_bytes", ["--ckpt", "{run}", "--max_new_tokens", "5"]),  # mid-sample
+    ("sample", "bytes_of_token", ["--ckpt", "{run}", "--max_new_tokens", "5"]),  # mid-sample
     ("prepare", "write_meta", ["--input", "{text}", "--name", "tiny", "--out_dir", "{data}", "--vocab_size", "300",
                                "--force"]),  # the new dataset built, not yet in place
     ("tools.export", "export_hf", ["--ckpt", "{run}"]),  # the first export of a run
@@ -388,3 +407,22 @@ def test_ctrl_c_anywhere_is_one_line_and_leaves_every_file(data_dir, reference, 
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert last.startswith(f"{script.rpartition('.')[2]}.py: interrupted; ") and "intact" in last
     assert files() == before
+
+
+def test_two_prepares_into_one_name_leave_one_whole_dataset(tmp_path):
+    """Two prepare.py into one --name at once: one writes the dataset whole, the other is refused in one line
+    (the folder is being written, or holds a dataset of other settings); never an empty or partial folder."""
+    text = (ROOT / "README.md").read_text()
+    (tmp_path / "big.txt").write_text(text * 3)
+    (tmp_path / "docs.txt").write_text(text[::-1] * 3)
+    base = [sys.executable, str(ROOT / "prepare.py"), "--name", "cc1", "--out_dir", str(tmp_path / "data"), "--quiet"]
+    procs = [subprocess.Popen(base + extra, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for extra in (["--input", "big.txt", "--vocab_size", "400"], ["--input", "docs.txt", "--vocab_size", "300"])]
+    done = sorted(((p.wait(), p.stderr.read()) for p in procs), key=lambda d: d[0])
+    assert [code for code, _ in done] == [0, 1], done
+    refusal = done[1][1].strip()
+    assert refusal.startswith("prepare.py: error: ") and "\n" not in refusal
+    assert "is being written by another prepare.py" in refusal or "prepared with other settings" in refusal
+    folder = tmp_path / "data" / "cc1"
+    assert {p.name for p in folder.iterdir()} == {"meta.json", "tokenizer.tiktoken", "train.bin", "val.bin", "counts.npy"}
+    assert Dataset(tmp_path / "data", "cc1", 8).vocab_size in (300, 400)

@@ -29,3 +29,10 @@ def test_a_vanishing_temperature_is_greedy_not_nan():
     for temperature in (1e-40, 1e-30, 1e-8):
         assert choose(logits, temperature, top_k=3).flatten().tolist() == [1, 2]
         assert choose(logits, temperature, top_p=0.5).flatten().tolist() == [1, 2]
+
+
+def test_a_temperature_too_small_for_float32_is_greedy():
+    """1e-300 and 1e-320 (a subnormal double) are 0 in float32: their limit, the argmax, not a division by 0."""
+    logits = torch.tensor([[0.5, 2.0, -1.0], [3.0, 1.0, 2.9]])
+    for t in (1e-300, 1e-320, 0.0):
+        assert choose(logits, t).tolist() == [[1], [0]]

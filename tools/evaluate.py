@@ -23,7 +23,6 @@ line each to <out>-answers.jsonl beside it, from which each figure can be recomp
 """
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -44,9 +43,6 @@ from tools.scoring import (benchmark_requests, next_token_shift, run_benchmark, 
 from tools.tasks import TASKS, default_data, load_probe_set
 
 COMMAND = "python -m tools.evaluate"  # the mark its reports carry (common.mark)
-# What its reports and answers started with before they carried the mark (2026-12-04): kept, so an older
-# run's eval.json can be scored again. A JSON report's first two keys, an answers line's first key.
-LEGACY = (re.compile(rb'\{\n  "checkpoint": "[^"\n]*",\n  "iter_num": '), re.compile(rb'\{"task": "[a-z_]+", '))
 TEXT_TASKS = ("val", "rare_tokens", "typos")  # on held-out text
 PROBE_SETS = ("spelling", "echo", "echo_override", "layers")  # the committed probe_sets/ (override: Kronecker)
 OWN_TASKS = (*TEXT_TASKS, *PROBE_SETS, "sft")  # sft: the val examples of prompt/response data (prepare.py --sft)
@@ -206,8 +202,8 @@ def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
     out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out",
-                       ours=(COMMAND, *LEGACY))
-    check_output(answers_path(out), "--out", ours=(COMMAND, *LEGACY))
+                       ours=COMMAND)
+    check_output(answers_path(out), "--out", ours=COMMAND)
     ckpt = load_checkpoint(path, "cpu")
     model = inference_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])

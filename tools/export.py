@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from tablefree.checkpoint import find_checkpoint, load_checkpoint
-from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic, writing
 from tablefree.packed import FORMAT, inference_model, packed_ternary
 from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
 from tools.hf import export_hf
@@ -68,15 +68,16 @@ def main(argv=None):
             raise UserError(f"--gguf_type is for --format gguf, not {fmt}; add --format gguf or drop --gguf_type")
         names = {"hf": "hf", "ternary": "model.ternary.pt", "gguf": f"model.{gguf_type.lower()}.gguf"}
         out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / names[fmt]
-        if fmt == "hf":
-            print(f"{out}: {export_hf(model, ckpt, out, remote=args.remote_code)[1]}", file=sys.stderr)
-        else:
-            check_output(out, "--out", ours=OURS[fmt])
-        if fmt == "gguf":
-            write_gguf(model, ckpt, out, gguf_type)
-        elif fmt == "ternary":
-            contents = packed_ternary(model, ckpt)  # refuses a float body before anything is written
-            write_atomic(out, lambda f: torch.save(contents, f))
+        with writing(out, "tools.export"):  # one writer of the folder or file, before it is checked
+            if fmt == "hf":
+                print(f"{out}: {export_hf(model, ckpt, out, remote=args.remote_code)[1]}", file=sys.stderr)
+            else:
+                check_output(out, "--out", ours=OURS[fmt])
+            if fmt == "gguf":
+                write_gguf(model, ckpt, out, gguf_type)
+            elif fmt == "ternary":
+                contents = packed_ternary(model, ckpt)  # refuses a float body before anything is written
+                write_atomic(out, lambda f: torch.save(contents, f))
     size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() else out.stat().st_size
     print(f"wrote {out}: {size / 1e6:.2f} MB", file=sys.stderr)
 

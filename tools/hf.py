@@ -22,6 +22,7 @@ activations are quantised too, which NeoX's float Linears cannot express; so is 
 head (head='codes'), whose bias per token NeoX's output layer lacks.
 """
 
+import hashlib
 import importlib.util
 import inspect
 import json
@@ -32,7 +33,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 
 from codes import code_bits
 from model import frozen_dim
-from tablefree.common import UserError, check_output, replace_folder
+from tablefree.common import UserError, check_output, json_report, replace_folder
 from tablefree.packed import packed_ternary, tied_head
 from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 
@@ -211,7 +212,8 @@ arXiv:2605.29459).
 
 
 HF_FILES = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json", "README.md", "modeling_tablefree.py")  # what export_hf writes, all it may replace
+            "special_tokens_map.json", "README.md", "modeling_tablefree.py", "tablefree.json")  # all it may replace
+EXPORT = "python -m tools.export"  # the mark of tablefree.json, the file that makes a folder ours (common.mark)
 MODELING = Path(__file__).with_name("modeling_tablefree.py")  # the remote code, copied into the folder
 
 
@@ -267,13 +269,20 @@ def export_hf(model, ckpt, out, flag="--out", remote=False):
     if importlib.util.find_spec("safetensors") is None:  # checked before anything is written
         raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt")
     cannot = neox_cannot(model.config)
-    out = check_output(out, flag, own=HF_FILES)
+    out = check_output(out, flag, own=HF_FILES, marked=("tablefree.json", EXPORT))
+    write = write_remote_folder if cannot or remote else write_folder
+    replace_folder(out, lambda tmp: (write(model, ckpt, tmp), write_manifest(tmp)))
     if cannot or remote:
-        replace_folder(out, lambda tmp: write_remote_folder(model, ckpt, tmp))
         why = f"GPT-NeoX cannot hold it: {cannot}" if cannot else "asked with --remote_code"
         return out, f"a tablefree folder with its own modelling file (load with trust_remote_code=True): {why}"
-    replace_folder(out, lambda tmp: write_folder(model, ckpt, tmp))
     return out, "a GPT-NeoX folder (transformers loads it without remote code)"
+
+
+def write_manifest(tmp):
+    """tablefree.json: our mark (a later export may replace the folder, nothing else may) and the sha256
+    of every other file in it, so a changed byte anywhere can be found."""
+    sums = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(tmp.iterdir()) if f.is_file()}
+    (tmp / "tablefree.json").write_text(json_report(EXPORT, {"sha256": sums}))
 
 
 def write_folder(model, ckpt, tmp):
