@@ -287,7 +287,10 @@ def get_batch(data, split, s, *keys):
 @torch.no_grad()
 def evaluate(model, data, s, rank, world, autocast):
     """{'train': loss, 'val': loss}: the mean of eval_iters fixed batches per split, the same
-    batches at every evaluation and for any number of ranks (rank r scores batches r, r + world, ...)."""
+    batches at every evaluation and for any number of ranks (rank r scores batches r, r + world, ...).
+    Scored through the model inside DDP's wrapper: DDP's forward syncs buffers across ranks, and a rank
+    with fewer batches (eval_iters below the ranks) would leave the others waiting for it."""
+    model = model.module if isinstance(model, DDP) else model
     model.eval()
     result = {}
     for split in ("train", "val"):

@@ -109,6 +109,18 @@ def test_torchrun_two_ranks_match_one_process(data_dir, tmp_path):
         assert torch.allclose(single[k], distributed[k], atol=1e-5), k
 
 
+def test_torchrun_with_fewer_evaluation_batches_than_ranks_ends(data_dir, tmp_path):
+    """eval_iters=1 on 2 ranks: rank 1 scores no batch; it must not leave rank 0 waiting (it once hung forever)."""
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29535",
+                           "train.py", "--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--max_iters=2",
+                           "--eval_interval=1", "--eval_iters=1", "--gradient_accumulation_steps=2",
+                           f"--out_dir={tmp_path / 'ddp'}"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [r["iter"] for r in map(json.loads, (tmp_path / "ddp" / "log.jsonl").read_text().splitlines())
+            if "val_loss" in r] == [0, 1, 2]
+
+
 def test_torchrun_reports_a_bad_input_once(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29534",
