@@ -33,7 +33,8 @@ from tablefree.common import UserError, reader_may_leave, user_errors, writing
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.cost import duration, flops_per_token, param_counts, run_cost
 from tablefree.data import Dataset, windows
-from tablefree.device import peak_flops_of, pick_device, pick_dtype, rank_checksums, start_processes
+from tablefree.device import (micro_batches_per_rank, peak_flops_of, pick_device, pick_dtype, rank_checksums,
+                              start_processes)
 from tablefree.diagnostics import code_quality, describe_quality, input_norms, require_distinct
 from tablefree.rundir import RunDir, interrupted, starting_point
 
@@ -122,7 +123,8 @@ def train(settings, given=None):
         print(run_cost(s))
         return None
     rank, world, s.device = start_processes(pick_device(s.device))  # one process per device under torchrun
-    with writing(s.out_dir, "train.py", make_parent="--out_dir") if rank == 0 else nullcontext():  # before the folder is read: one writer
+    # rank 0 writes the run folder: the one writer, from before the folder is read
+    with writing(s.out_dir, "train.py", make_parent="--out_dir") if rank == 0 else nullcontext():
         return training(s, given, rank, world)
 
 
@@ -135,7 +137,7 @@ def training(s, given, rank, world):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     start = starting_point(s, given)  # scratch, resume or fine-tuning: refuses to replace a run
     s = start.settings  # a resumed run's model, data, seed and recipe are its checkpoint's
-    accum = micro_batches_per_rank(s, world)
+    accum = micro_batches_per_rank(s.gradient_accumulation_steps, world)
     data = Dataset(s.data_dir, s.dataset, s.block_size, s.vocab_size)
     start.check_data(data)  # a resumed or fine-tuned model's tokenizer must be the data's
     model, quality = make_model(s, start, data)
@@ -207,14 +209,6 @@ def training(s, given, rank, world):
 
 
 # ---- the helpers the run calls, in the order it calls them ----
-
-def micro_batches_per_rank(s, world):
-    """Each rank's share of gradient_accumulation_steps, which must split evenly over the ranks."""
-    if s.gradient_accumulation_steps % world:
-        raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
-                        f"multiple of the {world} ranks")
-    return s.gradient_accumulation_steps // world
-
 
 def make_model(s, start, data):
     """(the GPT to train, its input code's quality or None): the start's checkpoint's weights, or

@@ -27,6 +27,13 @@ def start_processes(device):
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def micro_batches_per_rank(accumulation, world):
+    """Each rank's share of gradient_accumulation_steps, which must split evenly over the ranks."""
+    if accumulation % world:
+        raise UserError(f"gradient_accumulation_steps={accumulation} must be a multiple of the {world} ranks")
+    return accumulation // world
+
+
 def rank_checksums(model, world):
     """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
     flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
