@@ -72,16 +72,15 @@ def sections(text):
     """{folder: its lines} from layout.md's tree: a line at column 0 ending its first column in '/'
     opens a folder, its entries are indented by 2, a nested folder's files are named in its comment."""
     tree = text.split("```")[1]
-    found, folder = {"": []}, ""
+    found, folder, current = {"": []}, "", ""  # current: the section a comment's continuation belongs to
     for line in tree.splitlines():
         first = re.split(r"\s{2,}", line.strip())[0] if line.strip() else ""
         indent = len(line) - len(line.lstrip())
         if indent == 0:
-            folder = first.rstrip("/") if first.endswith("/") else ""
-        elif indent == 2 and first.endswith("/"):
-            found.setdefault(f"{folder}/{first.rstrip('/')}", []).append(line)
-            continue
-        found.setdefault(folder, []).append(line)
+            folder = current = first.rstrip("/") if first.endswith("/") else ""
+        elif indent == 2:
+            current = f"{folder}/{first.rstrip('/')}" if first.endswith("/") else folder
+        found.setdefault(current, []).append(line)
     return found
 
 
