@@ -171,8 +171,9 @@ def check_settings(settings):
     require(s.min_lr <= s.learning_rate, "min_lr", s.min_lr, f"at most learning_rate ({s.learning_rate:g}): the "
             f"schedule decays from learning_rate down to min_lr")
     out, data = Path(s.out_dir).resolve(), Path(s.data_dir).resolve()
-    if out == data or data in out.parents:  # where prepare.py writes datasets and caches their sources
-        raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside it, where prepare.py writes; "
+    if out == data or data / s.dataset in out.parents or data / "_sources" in (out, *out.parents):  # prepare.py's
+        raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside its dataset or its sources' cache, "
+                        f"where prepare.py writes; "
                         f"give the run a folder of its own (--out_dir=out-mine)")
     for key, choices in CHOICES.items():
         require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))

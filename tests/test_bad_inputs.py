@@ -225,7 +225,7 @@ CASES = [
     ("prepare", ["--vocab_size", "1000000000"], "--vocab_size must be from 259 (a reserved id 0, 256 bytes, 1 merge, "
                                                 "end of text) to 16,777,216, not 1000000000"),  # before the BPE allocates
     ("train", [*TRAIN, "--seed=99999999999999999999"], "seed must be below 2^63"),
-    ("train", [*TRAIN, "--out_dir={data}/_sources"], "or inside it, where prepare.py writes"),
+    ("train", [*TRAIN, "--out_dir={data}/_sources"], "or inside its dataset or its sources' cache, where prepare.py"),
     ("prepare", ["--shard_tokens", "0"], "--shard_tokens must be at least 1"),
     ("prepare", ["--max_tokens", "-5"], "--max_tokens must be above 0"),
     ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),
@@ -251,7 +251,7 @@ CASES = [
     ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
     ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
     ("train", [*TRAIN, "--out_dir={runs}/good", "--init_from={runs}/good"], "holds the run being fine-tuned; give the new"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "or inside it, where prepare.py writes; give the run"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset; choose another --out_dir"),
     ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
     ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
     ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),
@@ -404,8 +404,8 @@ CASES = [
      "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
     # settings that make no sense together, and inputs that once gave tracebacks
     ("train", [*TRAIN, "--min_lr=1e-2", "--learning_rate=1e-3"], "min_lr must be at most learning_rate (0.001)"),
-    ("train", [*TRAIN, "--out_dir={data}"], "or inside it, where prepare.py writes; give the run a folder"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "or inside it, where prepare.py writes"),
+    ("train", [*TRAIN, "--out_dir={data}"], "where prepare.py writes; give the run a folder"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny/run"], "or inside its dataset or its sources' cache, where prepare.py"),
     ("train", [*TRAIN, "{root}/latin1.py"], "latin1.py is not UTF-8 (near byte 14); save it as UTF-8"),
     ("train", [*TRAIN, "--dataset=emptybin"], "emptybin/train.bin holds no token; prepare the data again"),
     ("train", [*TRAIN, "--dataset=zerobytes"], "its train split has no bytes or no tokens); prepare the data again"),

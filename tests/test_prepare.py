@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import prepare
-from tablefree import corpus
+from tablefree import bins, corpus
 from tablefree.common import UserError
 from tablefree.tokenizer import load_tokenizer, train_bpe
 
@@ -139,12 +139,11 @@ def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
     assert "up to date" not in capsys.readouterr().out
     meta = tmp_path / "data" / "book" / "meta.json"
     good = meta.read_text()
-    for damaged in (good[:40], "[]", "\udcff"):  # torn, not an object, not UTF-8: prepared again, no traceback
+    for damaged in (good[:20], "[]", "\udcff"):  # torn, not an object, not UTF-8: no longer ours by its mark
         meta.write_bytes(damaged.encode("utf-8", "surrogateescape"))
-        run(tmp_path, "--input", str(book), "--vocab_size", "260")
-        again = json.loads(meta.read_text())  # the same, but for when it was made and how long it took
-        assert "up to date" not in capsys.readouterr().out and again == {
-            **json.loads(good), "created": again["created"], "seconds": again["seconds"]}
+        with pytest.raises(UserError, match="book holds files this command did not write .* move that one away"):
+            run(tmp_path, "--input", str(book), "--vocab_size", "260")  # one line, and nothing replaced
+        assert meta.read_bytes() == damaged.encode("utf-8", "surrogateescape")
 
 
 def files(folder):
@@ -160,7 +159,7 @@ def test_interrupted_write_leaves_the_old_dataset_whole(tmp_path, corpus_files, 
     def killed(self, ids):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(prepare.ShardWriter, "write", killed)
+    monkeypatch.setattr(bins.ShardWriter, "write", killed)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, *args, "--force")
     directory = tmp_path / "data" / "x"
@@ -180,7 +179,7 @@ def test_corrupt_local_source_is_refused(tmp_path):
     (["--dataset", "wikitext"], "unknown dataset 'wikitext'"),
     (["--input", "/nonexistent/*.txt"], "matches no files"),
     (["--tokenizer", "nope"], "unknown tiktoken encoding 'nope'"),
-    (["--vocab_size", str(2 ** 32 + 1)], "does not fit uint32"),
+    (["--vocab_size", str(2 ** 32 + 1)], "to 16,777,216, not 4294967297"),
 ])
 def test_bad_input_is_a_one_line_error(tmp_path, corpus_files, argv, message, capsys):
     if argv[0] != "--dataset" and argv[0] != "--input":
