@@ -34,7 +34,8 @@ import numpy as np
 from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, results_files,
                               run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings,
                               write_results)
-from experiments.stats import gap, mean_std, summarize
+from experiments.stats import bucket_rows, gap, mean_std, summarize
+from experiments.stats import rare_gap as stats_rare_gap
 from tablefree.checkpoint import load_checkpoint
 from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
 from tablefree.device import machine, measured_on
@@ -116,21 +117,13 @@ def parts(directory):
 
 
 def bucket_table(made):
-    """[(bucket label, targets, {arm: mean loss over seeds or None})], rarest first."""
-    first = made[ARMS[0]][0][1]
-    rows = []
-    for j, b in enumerate(first):
-        losses = {arm: [runs[1][j]["loss"] for runs in made[arm]] for arm in ARMS}
-        rows.append((b["train_count"], b["n"], {arm: statistics.mean(ls) if None not in ls else None
-                                                for arm, ls in losses.items()}))
-    return rows
+    """[(bucket label, targets, {arm: mean loss over seeds or None})], rarest first (stats.bucket_rows)."""
+    return bucket_rows({arm: [runs[1] for runs in made[arm]] for arm in ARMS})
 
 
 def rare_gap(rows, arm):
     """The arm's mean loss minus the control's over the rare buckets (weighted by their targets)."""
-    rare = [(n, losses) for label, n, losses in rows if n and int(label.split("-")[0].lstrip(">=").replace(",", "")) < RARE]
-    total = sum(n for n, _ in rare)
-    return sum(n * (losses[arm] - losses["learned+tied"]) for n, losses in rare) / total if total else None
+    return stats_rare_gap(rows, arm, "learned+tied", RARE)
 
 
 def summarize_regime(made, source, new_tokens):

@@ -114,3 +114,24 @@ def gap(s, base):
     loss, bpb = difference(s, base, "val_loss"), difference(s, base, "val_bpb")
     return {"loss_gap": loss["gap"], "ppl_ratio": s["val_ppl"] / base["val_ppl"] - 1, "stderr": loss["stderr"],
             "exceeds_seed_variation": loss["exceeds_seed_variation"], "bpb_gap": bpb["gap"], "bpb_stderr": bpb["stderr"]}
+
+
+def bucket_rows(buckets):
+    """[(train-count label, held-out targets, {arm: mean loss over seeds or None})], rarest first, from
+    {arm: [one run's buckets (tools.evaluate's rare_tokens) per seed]}; None where a seed has no loss."""
+    first = next(iter(buckets.values()))[0]
+    rows = []
+    for j, b in enumerate(first):
+        losses = {arm: [runs[j]["loss"] for runs in seeds] for arm, seeds in buckets.items()}
+        rows.append((b["train_count"], b["n"], {arm: statistics.mean(ls) if None not in ls else None
+                                                for arm, ls in losses.items()}))
+    return rows
+
+
+def rare_gap(rows, arm, base, rare):
+    """The arm's mean loss minus base's over the buckets (bucket_rows) of train counts under rare, weighted by
+    their held-out targets; None when no target is rare."""
+    picked = [(n, losses) for label, n, losses in rows
+              if n and int(label.split("-")[0].lstrip(">=").replace(",", "")) < rare and losses[arm] is not None]
+    total = sum(n for n, _ in picked)
+    return sum(n * (losses[arm] - losses[base]) for n, losses in picked) / total if total else None

@@ -44,7 +44,8 @@ import torch
 
 from experiments.runs import (ROOT, evaluated, extend, made_free_first, results_files, run_arguments, run_dir, runs_root,
                               save_figure, train_run, train_settings, write_results)
-from experiments.stats import mean_std, paired
+from experiments.stats import bucket_rows, mean_std, paired
+from experiments.stats import rare_gap as stats_rare_gap
 from model import GPT
 from tablefree.checkpoint import model_state, save_checkpoint
 from tablefree.common import ArgumentParser, UserError, pyplot, require, user_errors
@@ -94,7 +95,7 @@ def write_start(path, argv, table, data):
     with torch.no_grad():
         model.wte.weight.copy_(table)  # tied: the head is the same tensor
     path.mkdir(parents=True, exist_ok=True)
-    save_checkpoint({**model_state(model), "tokenizer": data.tokenizer, "settings": s.__dict__, "iter_num": 0}, path)
+    save_checkpoint({**model_state(model), "tokenizer": data.tokenizer, "settings": vars(s), "iter_num": 0}, path)
 
 
 def make_runs(argv, settings, args, root, cell):
@@ -131,22 +132,13 @@ def make_runs(argv, settings, args, root, cell):
 def bucket_table(made, which):
     """[(train-count label, held-out targets, {arm: mean loss over seeds or None})], rarest first; which:
     1 the bodies' own held-out text, 2 the held-out domain."""
-    first = made[CONTROL][0][which]["rare_tokens"]["buckets"]
-    rows = []
-    for j, b in enumerate(first):
-        losses = {arm: [runs[which]["rare_tokens"]["buckets"][j]["loss"] for runs in made[arm]] for arm in ARMS}
-        rows.append((b["train_count"], b["n"], {arm: statistics.mean(ls) if None not in ls else None
-                                                for arm, ls in losses.items()}))
-    return rows
+    return bucket_rows({arm: [runs[which]["rare_tokens"]["buckets"] for runs in made[arm]] for arm in ARMS})
 
 
 def rare_gap(rows, arm, base=CONTROL):
     """The arm's mean loss minus base's over the buckets under RARE body-training occurrences, weighted by
-    their held-out targets (the never-seen ids included)."""
-    rare = [(n, losses) for label, n, losses in rows
-            if n and int(label.split("-")[0].lstrip(">=").replace(",", "")) < RARE and losses[arm] is not None]
-    total = sum(n for n, _ in rare)
-    return sum(n * (losses[arm] - losses[base]) for n, losses in rare) / total if total else None
+    their held-out targets (the never-seen ids included): stats.rare_gap."""
+    return stats_rare_gap(rows, arm, base, RARE)
 
 
 def summarize_transfer(made):

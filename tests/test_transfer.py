@@ -4,7 +4,6 @@ end on the tiny corpus with --quick (the real study takes hours: python -m exper
 Run: python -m pytest tests/test_transfer.py"""
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
