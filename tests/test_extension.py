@@ -3,6 +3,8 @@ python -m experiments.extension). Run: python -m pytest tests/test_extension.py"
 
 import json
 
+import pytest
+
 from conftest import TINY
 from experiments import extension
 
@@ -16,6 +18,7 @@ def test_the_grid_is_every_combination():
     assert len(extension.model_cells("learned+tied", full)) == 4 and len(extension.model_cells("learned", full)) == 8
 
 
+@pytest.mark.slow  # a grid of train.py and extend processes: over a minute; CI runs the grid's plan
 def test_tiny_grid_end_to_end_and_kept(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(extension, "BASE", [f"--data_dir={data_dir}", "--dataset=tiny", *TINY, "--max_iters=4",
                                             "--lr_decay_iters=4", "--eval_interval=4"])

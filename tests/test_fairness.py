@@ -38,6 +38,7 @@ def test_compute_counts_frozens_source_and_each_question_finds_its_control():
     assert found[("kronecker at equal input parameters", "kronecker-pos4", "learned")] == 0.05
 
 
+@pytest.mark.slow  # train.py processes and their probes: 40 s; CI runs the summaries
 def test_the_kronecker_part_end_to_end_and_from_the_comparisons_runs(data_dir, tmp_path, capsys):
     def study(runs_dir, *extra):
         fairness.main(["--parts", "kronecker", "--seeds", "1", "--runs_dir", str(tmp_path / runs_dir), "--results_dir",

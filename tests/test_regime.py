@@ -56,6 +56,7 @@ def test_buckets_and_the_rare_gap_by_hand():
     assert regime.rare_gap(edges, "binary") is None
 
 
+@pytest.mark.slow  # a dozen train.py and evaluate processes: over a minute; CI runs the shape, buckets and gap
 def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     argv = ["--quick", "--dataset", "tiny", "--new_tokens", "8", "--seeds", "1", "--data_dir", str(data_dir),
             "--runs_dir", str(tmp_path / "runs"), "--results_dir", str(tmp_path / "results")]

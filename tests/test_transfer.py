@@ -61,6 +61,7 @@ def test_the_started_arm_begins_at_the_source_rows_and_the_controls_other_weight
     assert theirs and all(torch.equal(ours[k], v) for k, v in theirs.items())
 
 
+@pytest.mark.slow  # 15 train.py, evaluate and extend processes: a minute and a half; CI runs the parts
 def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     data = Dataset(data_dir, "tiny", 32)
     np.save(tmp_path / "table.npy", np.random.default_rng(1).standard_normal((data.vocab_size, 16)).astype(np.float32))
