@@ -15,7 +15,7 @@ SOURCE = Path(__file__).with_name("bandwidth.c")
 def read_bandwidth(threads, mib=1024, repetitions=5):
     """{'gb_s': the best of `repetitions` reads of a mib-MiB array (10^9 bytes a second), 'bytes',
     'threads'}, the array far larger than any last-level cache at the default 1 GiB."""
-    program = binary(SOURCE, "the bandwidth probe", "measure on a machine with gcc and AVX2")
+    program = binary(SOURCE, "the bandwidth probe", "measure on a machine with AVX2 and a C compiler")
     done = subprocess.run([str(program), str(mib), str(repetitions)], capture_output=True, text=True,
                           env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     if done.returncode:

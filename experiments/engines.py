@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from tablefree import runtime
-from tablefree.kernel import cache_dir
+from tablefree.build import cache_dir
 from tools.llamacpp import gguf_package
 
 PROMPT = 16  # tokens: ours gets a 16-token prompt, llama-bench a 16-token `pp` test beside its `tg`

@@ -57,11 +57,16 @@ static void run_ternary(const Ternary *t, const float *x, float *y, int rows) {
 
 static int bit(uint64_t value, int K, int j) { return (value >> (K - 1 - j)) & 1; }  /* MSB first */
 
+static int parity(uint64_t v) {  /* the sum of v's bits mod 2: halves folded together */
+    for (int shift = 32; shift; shift /= 2) v ^= v >> shift;
+    return (int)(v & 1);
+}
+
 static void embed(const Model *m, int token, float *x) {
     const Config *c = &m->c;
     int C = c->n_embd, K = c->bits;
     if (c->input == LEARNED) {
-        for (int j = 0; j < C; j++) x[j] = _cvtsh_ss(m->table[(int64_t)token * C + j]);
+        for (int j = 0; j < C; j++) x[j] = half_to_float(m->table[(int64_t)token * C + j]);
         return;
     }
     if (c->input == KRONECKER) {  /* codes.kronecker_values: the z-normalised code's two values */
@@ -72,14 +77,14 @@ static void embed(const Model *m, int token, float *x) {
         for (int j = 0; j < C; j++) x[j] = cold * m->cells_sum[j];
         for (int p = 0; p < L; p++) {
             const uint16_t *row = m->cells + ((int64_t)m->token_bytes[(int64_t)token * c->pos_dim + p] * c->pos_dim + p) * C;
-            for (int j = 0; j < C; j++) x[j] += (hot - cold) * _cvtsh_ss(row[j]);
+            for (int j = 0; j < C; j++) x[j] += (hot - cold) * half_to_float(row[j]);
         }
         return;
     }
     uint8_t code[MAX_BITS];  /* the K (or D) bits of the token's code */
     for (int j = 0; j < K; j++) {
         if (c->input == BINARY) code[j] = bit(token, K, j);
-        else if (c->input == AFFINE) code[j] = __builtin_parityll((uint64_t)token & m->masks[j]) ^ m->affine_b[j];
+        else if (c->input == AFFINE) code[j] = parity((uint64_t)token & m->masks[j]) ^ m->affine_b[j];
         else code[j] = (m->codes[((int64_t)(token / 32) * ((K + 7) / 8) + j / 8) * 32 + token % 32] >> (7 - j % 8)) & 1;
     }
     for (int j = 0; j < C; j++) {  /* codes.lift_index: tile j mod K, or interleave floor(j K / n) */
@@ -104,36 +109,38 @@ static void store(void *cache, int64_t at, const float *v, int n, int half) {
     }
     uint16_t *out = (uint16_t *)cache + at;
     int i = 0;
+#if X86
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) out[i] = _cvtss_sh(v[i], _MM_FROUND_TO_NEAREST_INT);
+#endif
+    for (; i < n; i++) out[i] = float_to_half(v[i]);
 }
 
-static inline float cached(const void *cache, int64_t i, int kind) {
-    return kind == F16 ? _cvtsh_ss(((const uint16_t *)cache)[i]) : ((const float *)cache)[i];
-}
-
-/* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another):
-   y (hs) = softmax(q . k_t / sqrt(hs)) v. Eight dimensions a step, the tail (hs % 8) one by one. */
-static inline __attribute__((always_inline)) void attend(const float *q, const void *kc, const void *vc, float *att,
-                                                         float *y, int T, int hs, int kind) {
+/* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another),
+   float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: eight dimensions a step. */
+INLINE void attend(const float *q, const void *kc, const void *vc, float *att, float *y, int T, int hs, int kind) {
     float top = -INFINITY, total = 0, scale = 1.0f / sqrtf((float)hs);
-    int whole = hs / 8 * 8;
+    int whole = X86 ? hs / 8 * 8 : 0;  /* the dimensions the x86 path takes; the plain loops the rest */
     for (int t = 0; t < T; t++) {
         int64_t at = (int64_t)t * hs;
+        float score = 0.0f;
+#if X86
         __m256 acc = _mm256_setzero_ps();
         for (int i = 0; i < whole; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(kc, at + i, kind), acc);
-        float score = hsum8(acc);
-        for (int i = whole; i < hs; i++) score += q[i] * cached(kc, at + i, kind);
+        score = hsum8(acc);
+#endif
+        for (int i = whole; i < hs; i++) score += q[i] * weight(kc, at + i, kind);
         att[t] = score * scale, top = fmaxf(top, att[t]);
     }
     for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
     memset(y, 0, 4 * (size_t)hs);
     for (int t = 0; t < T; t++) {  /* along each cached value's row: contiguous */
         int64_t at = (int64_t)t * hs;
+#if X86
         __m256 a = _mm256_set1_ps(att[t]);
         for (int i = 0; i < whole; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, load8(vc, at + i, kind), _mm256_loadu_ps(y + i)));
-        for (int i = whole; i < hs; i++) y[i] += att[t] * cached(vc, at + i, kind);
+#endif
+        for (int i = whole; i < hs; i++) y[i] += att[t] * weight(vc, at + i, kind);
     }
     for (int i = 0; i < hs; i++) y[i] /= total;
 }
@@ -163,9 +170,19 @@ static void attention(const Config *c, State *s, int layer, int rows) {
         }
 }
 
-/* Eight tokens' sums of z over the bits of one code byte each (bytes: 8 of them, side by side): the low
-   nibble's from table[0 .. 15], the high one's from table[16 .. 31], a nibble picking its sum from 16
-   in two registers (the 8s bit choosing which), both added to sum. */
+/* The code head reads a token's D code bits a byte at a time: for code byte j, its low nibble picks one of
+   16 partial sums of z (lut[32 j .. 32 j + 15]), its high nibble one of 16 more (lut[32 j + 16 ..]).
+   nibble_sum adds both to sum for token i of a block of 32 (block: each byte position's 32 bytes side
+   by side), in that order: the order every path keeps. */
+static inline float nibble_sum(const uint8_t *block, int j, int i, const float *lut, float sum) {
+    uint8_t byte = block[32 * j + i];
+    sum += lut[32 * j + (byte & 15)];
+    return sum + lut[32 * j + 16 + (byte >> 4)];
+}
+
+#if X86
+/* Eight tokens' nibble_sum at once (bytes: 8 of them, side by side), a nibble picking its sum from 16
+   in two registers (the 8s bit choosing which). */
 static inline __m256 nibbles8(const uint8_t *bytes, const float *table, __m256 sum) {
     __m256i byte = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes));
     __m256i n[2] = {_mm256_and_si256(byte, _mm256_set1_epi32(15)), _mm256_srli_epi32(byte, 4)};
@@ -176,8 +193,9 @@ static inline __m256 nibbles8(const uint8_t *bytes, const float *table, __m256 s
     }
     return sum;
 }
+#endif
 
-#ifdef __AVX512F__
+#if X86 && defined(__AVX512F__)
 /* The same for sixteen tokens: with AVX-512 one register holds a 16-entry table. */
 static inline __m512 nibbles16(const uint8_t *bytes, const float *table, __m512 sum) {
     __m512i byte = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)bytes));
@@ -188,10 +206,10 @@ static inline __m512 nibbles16(const uint8_t *bytes, const float *table, __m512 
 
 /* The 32 tokens of one block of codes (bytes of each, side by side): out[i] = sum of z over token i's
    set bits, from lut's float32 tables. The even and the odd bytes add into two sums, so each add need
-   not wait for the one before; then even + odd, the same order at any vector width. */
+   not wait for the one before; then even + odd: the same order in every path, at any vector width. */
 static void sums_f32(const uint8_t *block, int bytes, const float *lut, float *out) {
     int j;
-#ifdef __AVX512F__
+#if X86 && defined(__AVX512F__)
     for (int k = 0; k < 32; k += 16) {
         __m512 even = _mm512_setzero_ps(), odd = even;
         for (j = 0; j + 2 <= bytes; j += 2) {
@@ -201,7 +219,7 @@ static void sums_f32(const uint8_t *block, int bytes, const float *lut, float *o
         if (j < bytes) even = nibbles16(block + 32 * j + k, lut + 32 * j, even);
         _mm512_storeu_ps(out + k, _mm512_add_ps(even, odd));
     }
-#else
+#elif X86
     for (int k = 0; k < 32; k += 8) {
         __m256 even = _mm256_setzero_ps(), odd = even;
         for (j = 0; j + 2 <= bytes; j += 2) {
@@ -211,27 +229,35 @@ static void sums_f32(const uint8_t *block, int bytes, const float *lut, float *o
         if (j < bytes) even = nibbles8(block + 32 * j + k, lut + 32 * j, even);
         _mm256_storeu_ps(out + k, _mm256_add_ps(even, odd));
     }
+#else
+    for (int i = 0; i < 32; i++) {
+        float even = 0.0f, odd = 0.0f;
+        for (j = 0; j + 2 <= bytes; j += 2)
+            even = nibble_sum(block, j, i, lut, even), odd = nibble_sum(block, j + 1, i, lut, odd);
+        if (j < bytes) even = nibble_sum(block, j, i, lut, even);
+        out[i] = even + odd;
+    }
 #endif
 }
 
 /* The same from int16 tables (--head_tables i16): per code byte two tables of 16 entries, the high
-   nibble's sums, then the low one's. The tables are scaled so that no token's sum can pass 32,767
-   (quantize_tables): int16 adds are exact, so every build gives the same integers. With AVX-512 BW one
-   register holds both tables and one permute looks up 32 tokens (the high nibble is its own index,
-   the low one's is the byte with 16 set: the permute reads only an index's low 5 bits); with AVX2 a
-   byte shuffle looks up 16 bytes in each 128-bit lane, so each table is kept as two byte tables (its
-   entries' low bytes, then their high bytes: put), joined again into int16 by the unpacks. */
+   nibble's sums (k = 0), then the low one's (k = 1). The tables are scaled so that no token's sum can
+   pass 32,767 (quantize_tables): integer adds are exact, so every path gives the same integers. With
+   AVX-512 BW one register holds both tables and one permute looks up 32 tokens (the high nibble is its
+   own index, the low one's is the byte with 16 set: the permute reads only an index's low 5 bits); with
+   AVX2 a byte shuffle looks up 16 bytes in each 128-bit lane, so each table is kept as two byte tables
+   (its entries' low bytes, then their high bytes: put), joined again into int16 by the unpacks. */
 static inline void put(int16_t *tables, int j, int k, int n, int16_t q) {  /* byte j, table k, entry n */
-#ifdef __AVX512BW__
-    tables[32 * j + 16 * k + n] = q;
-#else
+#if X86 && !defined(__AVX512BW__)
     uint8_t *split = (uint8_t *)(tables + 32 * j + 16 * k);
     split[n] = (uint16_t)q & 255, split[16 + n] = (uint16_t)q >> 8;
+#else
+    tables[32 * j + 16 * k + n] = q;
 #endif
 }
 
 static void sums_i16(const uint8_t *block, int bytes, const int16_t *tables, float *out) {
-#ifdef __AVX512BW__
+#if X86 && defined(__AVX512BW__)
     __m512i high = _mm512_setzero_si512(), low = high;
     for (int j = 0; j < bytes; j++) {
         __m512i byte = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(block + 32 * j)));
@@ -244,7 +270,7 @@ static void sums_i16(const uint8_t *block, int bytes, const int16_t *tables, flo
                                        _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(low, k)));
         _mm512_storeu_ps(out + 16 * k, _mm512_cvtepi32_ps(sum));
     }
-#else
+#elif X86
     const __m256i m15 = _mm256_set1_epi8(15);
     __m256i first = _mm256_setzero_si256(), second = first;  /* tokens 0 .. 7 and 16 .. 23; 8 .. 15 and 24 .. 31 */
     for (int j = 0; j < bytes; j++) {
@@ -261,6 +287,13 @@ static void sums_i16(const uint8_t *block, int bytes, const int16_t *tables, flo
     __m128i parts[4] = {_mm256_castsi256_si128(first), _mm256_castsi256_si128(second),
                         _mm256_extracti128_si256(first, 1), _mm256_extracti128_si256(second, 1)};
     for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + 8 * k, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(parts[k])));
+#else
+    for (int i = 0; i < 32; i++) {
+        int32_t sum = 0;  /* |sum| <= 32,767 by the tables' scale */
+        for (int j = 0; j < bytes; j++)
+            sum += tables[32 * j + (block[32 * j + i] >> 4)] + tables[32 * j + 16 + (block[32 * j + i] & 15)];
+        out[i] = (float)sum;
+    }
 #endif
 }
 
@@ -285,6 +318,12 @@ static float quantize_tables(const float *lut, int16_t *tables, int bytes) {
     return 1.0f / scale;
 }
 
+static int lowest_bit(unsigned n) {  /* the index of n's lowest set bit, n > 0 */
+    int i = 0;
+    while (!(n >> i & 1)) i++;
+    return i;
+}
+
 /* The code head's logits from h (n_embd): z = W h / sqrt(D), then logit(t) = z . c(t) + b(t) with
    c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z, four bits at a time from 16-entry tables of
    partial sums, a block of 32 tokens at a time; never a V x D float table. The codes are streamed
@@ -299,7 +338,7 @@ static void code_logits(const Model *m, State *s, const float *h) {
         for (int half = 0; half < 2; half++) {  /* 0: the low nibble, code bits 8 j + 4 .. 7; 1: the high one */
             float *table = s->lut + j * 32 + 16 * half;
             table[0] = 0;
-            for (int n = 1; n < 16; n++) table[n] = table[n & (n - 1)] + s->z[8 * j + 4 * (1 - half) + 3 - __builtin_ctz(n)];
+            for (int n = 1; n < 16; n++) table[n] = table[n & (n - 1)] + s->z[8 * j + 4 * (1 - half) + 3 - lowest_bit(n)];
         }
     if (s->tables16) unit = quantize_tables(s->lut, s->lut16, bytes);
     const float *bias = m->head_b;
@@ -308,39 +347,45 @@ static void code_logits(const Model *m, State *s, const float *h) {
     for (int b = 0; b < blocks; b++) {
         const uint8_t *block = m->codes + (int64_t)b * bytes * 32;
         float *logits = s->logits + 32 * b;
+#if X86
         for (int k = 0; k < 32 * bytes; k += 64) _mm_prefetch((const char *)block + 64 * bytes + k, _MM_HINT_T0);
+#endif
         if (s->tables16) sums_i16(block, bytes, s->lut16, logits);
         else sums_f32(block, bytes, s->lut, logits);
-        int i = 32 * b, end = i + 32 < V ? i + 32 : V;
-        for (; i + 8 <= end; i += 8) {  /* 2 sum - total + b, eight at a time, then the tail */
-            __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(s->logits + i), _mm256_set1_ps(two));
-            _mm256_storeu_ps(s->logits + i, _mm256_add_ps(_mm256_sub_ps(sum, _mm256_set1_ps(total)), _mm256_loadu_ps(bias + i)));
-        }
-        for (; i < end; i++) s->logits[i] = s->logits[i] * two - total + bias[i];
+        int end = 32 * b + 32 < V ? 32 * b + 32 : V;
+        for (int i = 32 * b; i < end; i++) s->logits[i] = s->logits[i] * two - total + bias[i];  /* 2 sum - total + b */
     }
 }
 
-/* The logits after rows new tokens (ids) at positions s->pos ..: the last row's, where logits is set. */
+/* The logits after rows new tokens (ids) at positions s->pos ..: the last row's, where logits is set.
+   model.GPT.forward with a cache, a step at a time; x, h and the rest hold (rows, width) row after row. */
 static void forward(const Model *m, State *s, const int *ids, int rows, int logits) {
     const Config *c = &m->c;
     int C = c->n_embd, H = c->hidden;
+    const float sqrt_half = 0.70710678118654752f;  /* 1 / sqrt(2), for the exact GELU */
+    // the input: each token's code (or table row) as its first activations
     for (int r = 0; r < rows; r++) embed(m, ids[r], s->x + (int64_t)r * C);
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = 0; l < c->n_layer; l++) {  // forward all the layers
         const Layer *L = &m->layers[l];
+        // attention layernorm, then q, k, v for every row at once (one ternary matrix product)
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln1_w, L->ln1_b, C);
         run_ternary(&L->qkv, s->h, s->qkv, rows);
+        // rotary positions, the keys and values into the cache, each row's heads over the cache
         attention(c, s, l, rows);
+        // the output projection, then the residual connection back into x
         run_ternary(&L->proj, s->y, s->h, rows);
         for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
+        // MLP layernorm, up, exact GELU (erf), down, and the residual connection
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
         run_ternary(&L->fc, s->h, s->mlp, rows);
-        #pragma omp parallel for schedule(static)  /* exact GELU: erff is the costliest serial loop left */
-        for (int64_t j = 0; j < (int64_t)rows * H; j++) s->mlp[j] = 0.5f * s->mlp[j] * (1.0f + erff(s->mlp[j] * (float)M_SQRT1_2));
+        #pragma omp parallel for schedule(static)  /* erff is the costliest serial loop left */
+        for (int64_t j = 0; j < (int64_t)rows * H; j++) s->mlp[j] = 0.5f * s->mlp[j] * (1.0f + erff(s->mlp[j] * sqrt_half));
         run_ternary(&L->down, s->mlp, s->h, rows);
         for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
     }
     s->pos += rows;
     if (!logits) return;
+    // the final layernorm of the last row, then the head: the code head, or a float16 matrix
     float *last = s->h + (int64_t)(rows - 1) * C;
     layernorm(last, s->x + (int64_t)(rows - 1) * C, m->lnf_w, m->lnf_b, C);
     if (c->head == CODES) code_logits(m, s, last);

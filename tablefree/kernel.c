@@ -1,11 +1,40 @@
 /* tablefree's C kernels: the ternary Linear over 2-bit weights and float matrix-vector products.
    tablefree/kernel.py builds them into a library for the torch path (its docstring has the layout and why
-   the sums are exact); tablefree/run.c, the torch-free runtime, includes this file. */
-#include <immintrin.h>
+   the sums are exact); tablefree/run.c, the torch-free runtime, includes this file.
+
+   Every kernel here and in decode.c is plain C99 first: what it computes, to read, built by any C compiler
+   for any CPU (`cc -O3 run.c -lm`). Where the compiler targets AVX2 with FMA and F16C (gcc or clang
+   -mavx2 -mfma -mf16c; AVX-512 adds wider paths) the hot loops take an x86 path instead, each beside
+   its plain loop and tested equal to it (tests/test_portable.py: the same tokens, the same integer
+   sums, float sums to rounding). -DTABLEFREE_PLAIN keeps the plain loops on any CPU. OpenMP splits the
+   loops over the cores where the compiler has it (-fopenmp); without it everything runs on one thread
+   and gives the same results (no sum depends on the thread count). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(TABLEFREE_PLAIN)
+#define X86 1
+#include <immintrin.h>
+#else
+#define X86 0
+#endif
+
+#ifdef _OPENMP
 #include <omp.h>
+#else  /* one thread: the pragmas are ignored, and these say so to the code that asks */
+static int omp_get_num_threads(void) { return 1; }
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_max_threads(void) { return 1; }
+static void omp_set_num_threads(int n) { (void)n; }
+#endif
+
+#if defined(__GNUC__)  /* gcc and clang: each kind's copy of a generic loop is made with its kind fixed */
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
 
 /* Rows lo .. hi - 1 of out for this OpenMP thread: one contiguous run each, so each core streams
    its own part of the weights and the hardware prefetcher sees one sequence. */
@@ -15,11 +44,56 @@ static void my_rows(int out, int *lo, int *hi) {
     *hi = *lo + per < out ? *lo + per : out;
 }
 
-/* sum_i (W[o][i] + 1) x[i] for one row of weights (in / 4 repacked bytes) and x (in) int8, in % 128 == 0.
-   Per 128 weights: four maddubs of (W + 1) in {0, 1, 2} by x in [-128, 127] give int16 pairs of
-   magnitude <= 2 * 2 * 128 = 512; the four are added in int16 (<= 2,048, far from 32,767), then one
-   madd widens them into the int32 sums. The caller subtracts sum(x), computed once a row of x. */
+// ----------------------------------------------------------------------------
+// float16 by hand (IEEE binary16: 1 sign, 5 exponent, 10 fraction bits), as F16C's instructions convert
+
+static float half_to_float(uint16_t h) {  /* exact: every float16 is a float32 */
+#if X86
+    return _cvtsh_ss(h);
+#else
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 0x3ff, bits;
+    float f;
+    if (e == 0) {  /* zero or subnormal: m 2^-24 */
+        f = ldexpf((float)m, -24);
+        return sign ? -f : f;
+    }
+    bits = sign | (e == 31 ? 0x7f800000u | m << 13 : (e + 112) << 23 | m << 13);  /* inf / NaN, or normal */
+    memcpy(&f, &bits, 4);
+    return f;
+#endif
+}
+
+static uint16_t float_to_half(float f) {  /* rounded to nearest, ties to even; overflow to inf */
+#if X86
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 255, m = x & 0x7fffff;
+    int E = (int)e - 127 + 15;  /* the float16 exponent field */
+    if (e == 255) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 | m >> 13 : 0));  /* inf, or a quiet NaN */
+    if (E >= 31) return (uint16_t)(sign | 0x7c00);
+    if (E <= 0) {  /* a subnormal float16 (or 0): the 24-bit significand shifted to units of 2^-24 */
+        if (E < -10) return (uint16_t)sign;
+        uint32_t full = m | 0x800000, shift = (uint32_t)(14 - E), half = full >> shift;
+        uint32_t rest = full & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        return (uint16_t)(sign | (half + (rest > mid || (rest == mid && (half & 1)))));
+    }
+    uint32_t half = (uint32_t)E << 10 | m >> 13, rest = m & 0x1fff;  /* a carry may reach inf: right */
+    return (uint16_t)(sign | (half + (rest > 0x1000 || (rest == 0x1000 && (half & 1)))));
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// The ternary Linear: int8 activations x 2-bit weights, integer sums
+
+/* sum_i (W[o][i] + 1) x[i] for one row of weights (in / 4 repacked bytes) and x (in) int8, in % 128 == 0:
+   byte k of each 32 holds weights k, k + 32, k + 64, k + 96 at bits 0, 2, 4, 6, each as W + 1 in {0, 1, 2}.
+   |sum| <= 2 * 128 * in < 2^31 for in < 2^22. The caller subtracts sum(x), computed once a row of x.
+   x86: per 128 weights four maddubs of (W + 1) by x give int16 pairs of magnitude <= 2 * 2 * 128 = 512;
+   the four are added in int16 (<= 2,048, far from 32,767), then one madd widens them into int32. */
 static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) {
+#if X86
     const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
     __m256i acc = _mm256_setzero_si256();
     for (int b = 0; b < in; b += 128) {
@@ -36,6 +110,13 @@ static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) 
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
     return _mm_cvtsi128_si32(h);
+#else
+    int32_t sum = 0;
+    for (int b = 0; b < in; b += 128)
+        for (int k = 0; k < 32; k++)
+            for (int s = 0; s < 4; s++) sum += ((row[b / 4 + k] >> (2 * s)) & 3) * xs[b + 32 * s + k];
+    return sum;
+#endif
 }
 
 static int32_t *row_sums(const int8_t *x, int N, int in) {  /* sum(x) per row (N), malloc'd */
@@ -63,33 +144,42 @@ void ternary_matmul(const int8_t *x, const uint8_t *w, int32_t *y, int N, int in
     free(xsum);
 }
 
+/* One row x (in) to int8 q (in_padded, zeros past in): q = round(x s) clamped to [-128, 127], s = 127 /
+   max(max |x|, 1e-5), rounded half to even as torch.round; returns s. */
+static float quantize_row(const float *x, int8_t *q, int in, int in_padded) {
+    float m = 0.0f;
+    int i = 0;
+#if X86
+    const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
+    __m256 m8 = _mm256_setzero_ps();  /* max |x|, eight lanes at a time, then the tail */
+    for (; i + 8 <= in; i += 8) m8 = _mm256_max_ps(m8, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m8);
+    for (int k = 0; k < 8; k++) m = fmaxf(m, lanes[k]);
+#endif
+    for (; i < in; i++) m = fmaxf(m, fabsf(x[i]));
+    float scale = (1.0f / fmaxf(m, 1e-5f)) * 127.0f;  /* torch computes 127 / t as t.reciprocal() * 127 */
+    i = 0;
+#if X86
+    const __m256 s8 = _mm256_set1_ps(scale);
+    for (; i + 8 <= in; i += 8) {  /* round, clamp, narrow to int8 */
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i k32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, low), high));
+        __m128i k16 = _mm_packs_epi32(_mm256_castsi256_si128(k32), _mm256_extracti128_si256(k32, 1));
+        _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(k16, k16));
+    }
+#endif
+    for (; i < in_padded; i++) q[i] = i < in ? (int8_t)fminf(fmaxf(nearbyintf(x[i] * scale), -128.0f), 127.0f) : 0;
+    return scale;
+}
+
 /* The whole BitLinear at once: x (N, in) float32 -> y (N, out) float32 = (x_q W^T) gamma / s, with
    x_q = round(x s) clamped to [-128, 127] and s = 127 / max(max |x|, 1e-5) per row: the operations
    of ternary.absmax_int8 and PackedTernaryLinear.forward, in their order and float32 rounding. */
 void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out) {
     int8_t *xq = malloc((size_t)N * in_padded);
     float *scale = malloc(sizeof(float) * N);
-    const __m256 sign = _mm256_set1_ps(-0.0f), low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
-    for (int n = 0; n < N; n++) {
-        const float *row = x + (int64_t)n * in;
-        int8_t *q = xq + (int64_t)n * in_padded;
-        __m256 m8 = _mm256_setzero_ps();  /* max |x|, eight lanes at a time, then the tail */
-        int i = 0;
-        for (; i + 8 <= in; i += 8) m8 = _mm256_max_ps(m8, _mm256_andnot_ps(sign, _mm256_loadu_ps(row + i)));
-        float lanes[8], m = 0.0f;
-        _mm256_storeu_ps(lanes, m8);
-        for (int k = 0; k < 8; k++) m = fmaxf(m, lanes[k]);
-        for (; i < in; i++) m = fmaxf(m, fabsf(row[i]));
-        scale[n] = (1.0f / fmaxf(m, 1e-5f)) * 127.0f;  /* torch computes 127 / t as t.reciprocal() * 127 */
-        const __m256 s8 = _mm256_set1_ps(scale[n]);
-        for (i = 0; i + 8 <= in; i += 8) {  /* round (ties to even, as torch.round), clamp, narrow to int8 */
-            __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(row + i), s8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            __m256i k32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, low), high));
-            __m128i k16 = _mm_packs_epi32(_mm256_castsi256_si128(k32), _mm256_extracti128_si256(k32, 1));
-            _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(k16, k16));
-        }
-        for (; i < in_padded; i++) q[i] = i < in ? (int8_t)fminf(fmaxf(nearbyintf(row[i] * scale[n]), -128.0f), 127.0f) : 0;
-    }
+    for (int n = 0; n < N; n++) scale[n] = quantize_row(x + (int64_t)n * in, xq + (int64_t)n * in_padded, in, in_padded);
     int32_t *xsum = row_sums(xq, N, in_padded);
     for (int n = 0; n < N; n++) scale[n] = gamma / scale[n];  /* each row's factor, once */
     #pragma omp parallel  /* as ternary_matmul, each sum rescaled where it is made */
@@ -104,34 +194,50 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
     free(xq), free(xsum), free(scale);
 }
 
-/* Eight weights as float32: from float32, bfloat16 (its 16 bits are a float32's top half) or float16. */
-enum { F32 = 0, BF16 = 1, F16 = 2 };
-static inline __m256 load8(const void *w, int64_t i, int kind) {
+// ----------------------------------------------------------------------------
+// Float matrix-vector products (an untied or tied head, the code head's projection; the torch path's Linears)
+
+enum { F32 = 0, BF16 = 1, F16 = 2 };  /* a float matrix's element type */
+
+static inline float weight(const void *w, int64_t i, int kind) {  /* element i as float32: bfloat16 is its top half */
+    if (kind == F32) return ((const float *)w)[i];
+    uint16_t bits = ((const uint16_t *)w)[i];
+    if (kind == F16) return half_to_float(bits);
+    uint32_t wide = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &wide, 4);
+    return f;
+}
+
+#if X86
+static inline __m256 load8(const void *w, int64_t i, int kind) {  /* eight weights as float32 */
     if (kind == F32) return _mm256_loadu_ps((const float *)w + i);
     __m128i halves = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
     if (kind == F16) return _mm256_cvtph_ps(halves);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
 }
 
-/* The sum of a register's eight floats: halves, then pairs, then the last two. */
-static inline float hsum8(__m256 v) {
+static inline float hsum8(__m256 v) {  /* the sum of a register's eight floats: halves, pairs, the last two */
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_hadd_ps(h, h);
     return _mm_cvtss_f32(_mm_hadd_ps(h, h));
 }
+#endif
 
 /* One row through a float Linear: y (out) = W (out, in) x (in), in % 8 == 0, W float32, bfloat16 or
    float16, x and y float32, sums in float32. At batch 1 every weight is read once and used once, so the
-   speed is the memory's: four rows at a time share each load of x, and the next four rows are
-   prefetched while these are summed, non-temporally (used once, they need not evict the KV
-   cache or the activations). Inlined once a kind, so each copy has its kind fixed. */
-static inline __attribute__((always_inline)) void matvec(const float *x, const void *w, float *y, int in,
-                                                         int out, int kind) {
+   speed is the memory's. x86: four rows at a time share each load of x, and the next four rows are
+   prefetched while these are summed, non-temporally (used once, they need not evict the KV cache or
+   the activations); eight lanes a row, added up at the end (the plain loop adds in order: the two
+   differ by rounding). */
+INLINE void matvec(const float *x, const void *w, float *y, int in, int out, int kind) {
     #pragma omp parallel
     {
-        int lo, hi, size = kind == F32 ? 4 : 2;
+        int lo, hi, o;
         my_rows(out, &lo, &hi);
-        int o = lo;
+        o = lo;
+#if X86
+        int size = kind == F32 ? 4 : 2;
         for (; o + 4 <= hi; o += 4) {
             int64_t r = (int64_t)o * in;  /* the first of the four rows */
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -145,10 +251,16 @@ static inline __attribute__((always_inline)) void matvec(const float *x, const v
             }
             y[o] = hsum8(a0), y[o + 1] = hsum8(a1), y[o + 2] = hsum8(a2), y[o + 3] = hsum8(a3);
         }
-        for (; o < hi; o++) {  /* the last rows when this thread's count is not a multiple of 4 */
+        for (; o < hi; o++) {  /* the last rows when this thread's count is not a multiple of 4: summed as the others */
             __m256 a = _mm256_setzero_ps();
             for (int i = 0; i < in; i += 8) a = _mm256_fmadd_ps(load8(w, (int64_t)o * in + i, kind), _mm256_loadu_ps(x + i), a);
             y[o] = hsum8(a);
+        }
+#endif
+        for (; o < hi; o++) {  /* the plain loop (x86: no rows are left) */
+            float sum = 0.0f;
+            for (int i = 0; i < in; i++) sum += weight(w, (int64_t)o * in + i, kind) * x[i];
+            y[o] = sum;
         }
     }
 }

@@ -1,4 +1,4 @@
-"""A ternary Linear over 2-bit weights in C (AVX2), built with gcc at first use; torch is the fallback.
+"""A ternary Linear over 2-bit weights in C (AVX2), built at first use; torch is the fallback.
 
     y (N, out) int32 = x_q (N, in) int8 @ W_t^T,  W_t in {-1, 0, +1} kept at 2 bits a weight
     ternary_linear: the whole BitLinear (quantise x per row, those sums, one rescale) in one call
@@ -18,23 +18,22 @@ The layout (repack): each row is padded to a multiple of 128 weights; every 128 
 bytes, byte k holding weights k, k + 32, k + 64 and k + 96 at bits 0, 2, 4 and 6, each as
 W_t + 1, so one 32-byte load and four shifts give four runs of 32 consecutive weights.
 
-Chosen in one place, `kernel()`: the C kernel when gcc is present and the CPU has AVX2, else
+Chosen in one place, `kernel()`: the C kernel when a C compiler builds its AVX2 paths for this CPU, else
 None (callers fall back to torch); `describe()` says which, in one line, at load.
 """
 
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SOURCE = (Path(__file__).parent / "kernel.c").read_text()  # also #included by run.c, the runtime
+from tablefree.build import X86, build
+from tablefree.common import UserError
+
+SOURCE = Path(__file__).parent / "kernel.c"  # also #included by run.c, the runtime
 
 BLOCK = 128  # weights per 32 repacked bytes
 _LOADED = {}  # the one loaded library (or the reason there is none), per process
@@ -67,39 +66,25 @@ def describe():
     return _LOADED["why"]
 
 
-def cache_dir():
-    """Where built C code is kept: ~/.cache/tablefree (or under $XDG_CACHE_HOME)."""
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tablefree"
-
-
 def _build():
-    """(ctypes library, one line) or (None, why not): gcc, AVX2, then a build cached by source hash."""
+    """(ctypes library, one line) or (None, why not): an x86 CPU's build (tablefree/build.py), cached by source.
+    Elsewhere torch's int8 matmul, vectorized for that CPU, is faster than the kernel's plain C loops."""
     if os.environ.get("TABLEFREE_KERNEL", "1") == "0":
         return None, "torch._int_mm (int8 weights in memory): TABLEFREE_KERNEL=0"
-    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+    x86 = X86.get(torch.backends.cpu.get_cpu_capability())
+    if x86 is None:
         return None, "torch._int_mm (int8 weights in memory): this CPU has no AVX2"
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        return None, "torch._int_mm (int8 weights in memory): no gcc to build the 2-bit kernel"
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    cache = cache_dir()
-    library = cache / f"ternary-{digest}.so"
-    if not library.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            source, built = Path(tmp) / "ternary.c", Path(tmp) / "ternary.so"
-            source.write_text(SOURCE)
-            done = subprocess.run([gcc, "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
-                                   str(built), "-lm"], capture_output=True, text=True)
-            if done.returncode:
-                return None, f"torch._int_mm (int8 weights in memory): gcc failed ({done.stderr.strip()[:100]})"
-            os.replace(built, library)  # whole or not at all, for a concurrent first use
+    try:
+        library, how = build(SOURCE, "the 2-bit kernel", "torch's int8 path serves instead", shared=True,
+                             sets=[["-O3", *x86, "-fopenmp"], ["-O3", *x86]])
+    except UserError as e:
+        return None, f"torch._int_mm (int8 weights in memory): {e}"
     lib = ctypes.CDLL(str(library))
     lib.ternary_matmul.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3
     lib.ternary_linear.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p] + [ctypes.c_int] * 4
     for name in ("float_matvec", "bf16_matvec"):
         getattr(lib, name).argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 2
-    return lib, "C kernel (AVX2, 2 bits a weight in memory)"
+    return lib, f"C kernel ({how}; 2 bits a weight in memory)"
 
 
 def matmul(lib, x_q, packed, in_features):

@@ -17,8 +17,10 @@
    run), then one position a step. This file: the file format, the model's tensors, choosing tokens,
    the thread count (Pace) and the loop; decode.c: the model's arithmetic; kernel.c: the kernels.
 
-   Build: gcc -O3 -mavx2 -mfma -mf16c [-mavx512f -mavx512bw] -fopenmp run.c -o run -lm
-          (tablefree/runtime.py does, at first use; AVX-512 where the CPU has it)
+   Build: cc -O3 -o run run.c -lm                      any C99 compiler, any CPU: the plain loops, one thread
+          gcc -O3 -fopenmp -mavx2 -mfma -mf16c [-mavx512f -mavx512bw] -o run run.c -lm
+                                                        x86 paths and every core (tablefree/runtime.py builds the
+                                                        best the compiler and the CPU allow, at first use)
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
               [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--logits FILE] [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
@@ -27,8 +29,10 @@
    whole and bounded, and every size in the file is checked against the file (its checksum covers the
    header and the directory too) before anything is read. */
 
+#define _POSIX_C_SOURCE 200809L  /* mmap, clock_gettime: POSIX beside C99 */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -48,17 +52,28 @@ static void die(const char *what, const char *detail) {
 
 #define MAGIC "TFRUN\0\0\0"
 #define VERSION 3      /* 3: codes in blocks of 32 tokens (2: of 8); since 2 the checksum covers the whole file */
-#define SUM_WORD 10    /* the checksum's own uint64 word (offset 80), counted as zero */
 enum { LEARNED, BINARY, AFFINE, KRONECKER, FROZEN };  /* input kinds, in model.INPUTS' order */
-enum { UNTIED, TIED, CODES };                          /* head kinds, in runtime.HEADS' order */
+enum { UNTIED, TIED, CODES };                          /* head kinds, in runtime.HEAD_KINDS' order */
 #define MAX_BITS 4096                                  /* K or D: a code's bits */
 #define MAX_NEW (1 << 24)                              /* --max_new_tokens: the ids buffer stays under 64 MB */
 
-typedef struct {  /* runtime.py's CONFIG fields, all int32 but rope_base */
-    int32_t n_layer, n_head, n_embd, hidden, vocab, block_size, input, head, bits, interleave, pm1, pos_dim,
-        bias;
+typedef struct {  /* runtime.config_fields: 13 int32, then rope_base */
+    int32_t n_layer, n_head, n_embd, hidden, vocab, block_size;
+    int32_t input, head;     /* the kinds above */
+    int32_t bits;            /* binary, affine: K; frozen: D; else 0 */
+    int32_t interleave, pm1, pos_dim, bias;
     float rope_base;
 } Config;
+
+typedef struct {  /* the file's first 120 bytes: runtime.HEADER */
+    char magic[8];
+    int32_t version, unused;
+    Config c;                 /* at byte 16 */
+    uint64_t payload, sum;    /* the payload's bytes; the checksum (at byte 80: counted as zero) */
+    int32_t n_entries;        /* the directory's length */
+    char reserved[28];
+} Header;
+typedef char header_is_120_bytes[sizeof(Header) == 120 && offsetof(Header, sum) == 80 ? 1 : -1];  /* C99's static assert */
 
 typedef struct {  /* one directory entry */
     char name[48];
@@ -95,22 +110,20 @@ static void open_file(File *f, const char *path) {
     f->data = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f->data == MAP_FAILED) die("cannot map ", path);
-    if (memcmp(f->data, MAGIC, 8)) die("not a tablefree runtime file (no TFRUN header): ", path);
-    const int32_t *head = (const int32_t *)(f->data + 8);
-    if (head[0] != VERSION) die("a runtime file of another version; write it again from its .ternary.pt: ", path);
-    memcpy(&f->c, f->data + 16, sizeof(Config));
-    uint64_t payload, sum;
-    memcpy(&payload, f->data + 16 + sizeof(Config), 8);
-    memcpy(&sum, f->data + 24 + sizeof(Config), 8);
-    f->n_entries = *(const int32_t *)(f->data + 32 + sizeof(Config));
+    Header h;
+    memcpy(&h, f->data, sizeof h);
+    if (memcmp(h.magic, MAGIC, 8)) die("not a tablefree runtime file (no TFRUN header): ", path);
+    if (h.version != VERSION) die("a runtime file of another version; write it again from its .ternary.pt: ", path);
+    f->c = h.c, f->n_entries = h.n_entries;
     if (f->n_entries < 1 || f->n_entries > 100000)
         die("the runtime file is damaged (its tensor count is out of range): ", path);
-    size_t start = (64 + sizeof(Config) + (size_t)f->n_entries * sizeof(Entry) + 63) / 64 * 64;
-    if (start > f->size || payload != f->size - start || f->size % 8)
+    size_t start = (sizeof h + (size_t)f->n_entries * sizeof(Entry) + 63) / 64 * 64;
+    if (start > f->size || h.payload != f->size - start || f->size % 8)
         die("the runtime file is truncated or damaged (its size is not the one its header gives): ", path);
-    if (checksum(f->data, f->size) - sum * (2 * SUM_WORD + 1) != sum)
+    uint64_t sum_word = offsetof(Header, sum) / 8;  /* its own word counted as zero */
+    if (checksum(f->data, f->size) - h.sum * (2 * sum_word + 1) != h.sum)
         die("the runtime file's bytes are not the ones it was written with (checksum differs): ", path);
-    f->entries = (const Entry *)(f->data + 64 + sizeof(Config));
+    f->entries = (const Entry *)(f->data + sizeof h);
     for (int i = 0; i < f->n_entries; i++) {  /* every tensor inside the payload, every name terminated */
         const Entry *e = &f->entries[i];
         if (!memchr(e->name, 0, sizeof e->name) || e->offset < start || e->nbytes > f->size ||
@@ -223,7 +236,7 @@ static void load_model(Model *m, const File *f) {
             if (m->lengths[t] < 0 || m->lengths[t] > c.pos_dim) die("the runtime file's token lengths are damaged", NULL);
         m->cells_sum = xcalloc(C, sizeof(float));
         for (int d = 0; d < D; d++)
-            for (int j = 0; j < C; j++) m->cells_sum[j] += _cvtsh_ss(m->cells[(int64_t)d * C + j]);
+            for (int j = 0; j < C; j++) m->cells_sum[j] += half_to_float(m->cells[(int64_t)d * C + j]);
     }
     if (c.head == UNTIED) m->head_w = tensor(f, "head.weight", 2ull * V * C);
     if (c.head == CODES) {
@@ -256,17 +269,19 @@ static int by_probability(const void *a, const void *b) {
 }
 
 /* The id of the largest logit (the lowest id of equals), or -1 if a logit is not finite: one pass,
-   split across the threads, a chunk of 64 at a time: its largest value and whether all are finite
+   split across the threads. x86: a chunk of 64 at a time, its largest value and whether all are finite
    (x - x is 0 for a finite x, NaN for an infinite or NaN one) eight lanes at a time, then the chunk
    searched in order only where it beats the best so far (rarely, after the first chunks). */
 static int argmax(const float *logits, int V) {
     int best = 0, bad = 0;
     #pragma omp parallel
     {
-        int lo, hi, mine, t;
+        int lo, hi, mine, t, mine_bad = 0;
         my_rows(V, &lo, &hi);
-        mine = lo;
-        float top = lo < hi ? logits[lo] : 0.0f, most[8];
+        mine = t = lo;
+        float top = lo < hi ? logits[lo] : 0.0f;
+#if X86
+        float most[8];
         __m256 check = _mm256_setzero_ps();
         for (t = lo; t + 64 <= hi; t += 64) {
             __m256 m = _mm256_loadu_ps(logits + t);
@@ -280,7 +295,8 @@ static int argmax(const float *logits, int V) {
             for (int k = 0; beats && k < 64; k++)
                 if (logits[t + k] > top) top = logits[t + k], mine = t + k;
         }
-        int mine_bad = _mm256_movemask_ps(_mm256_cmp_ps(check, check, _CMP_UNORD_Q)) != 0;
+        mine_bad = _mm256_movemask_ps(_mm256_cmp_ps(check, check, _CMP_UNORD_Q)) != 0;
+#endif
         for (; t < hi; t++) {
             mine_bad |= !isfinite(logits[t]);
             if (logits[t] > top) top = logits[t], mine = t;
@@ -434,7 +450,7 @@ int main(int argc, char **argv) {
     if (!ids_text) die("give the prompt's token ids: --ids 1,2,3", NULL);
     File f;
     open_file(&f, argv[1]);
-    Model m;
+    Model m = {{0}};
     load_model(&m, &f);
     if (tables16 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
     int V = m.c.vocab, block = m.c.block_size;

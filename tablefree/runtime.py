@@ -3,9 +3,9 @@
 A packed export (tools/export.py's model.ternary.pt) is a torch zip; run.c reads a flat copy of it
 instead, written once beside it (model.ternary.bin) and mapped into memory as it is:
 
-    0    "TFRUN\\0\\0\\0", int32 version, 4 bytes of padding
-    16   the config (config_fields): 13 int32, then rope_base as float32
-    72   uint64 payload bytes, uint64 checksum of the whole file (checksum: this word as 0), int32 tensor count
+    0    the header (HEADER, run.c's Header): "TFRUN\\0\\0\\0", int32 version, 4 bytes of padding;
+         at 16 the config (config_fields: 13 int32, then rope_base as float32); at 72 uint64 payload
+         bytes, uint64 checksum of the whole file (checksum: this word as 0), int32 tensor count; 28 bytes
     120  the directory: per tensor a 48-byte name, uint64 offset (from the file's start), uint64 bytes
     ...  the payload, from the next multiple of 64: the tensors, each at a multiple of 64
 
@@ -17,9 +17,6 @@ tokens.bytes), so run.c prints text. Encoding a prompt stays in Python (tiktoken
 C would be a second tokenizer to keep equal to the first, for a few prompt tokens.
 """
 
-import hashlib
-import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -31,6 +28,7 @@ import torch
 from codes import code_bits
 from model import INPUTS, GPTConfig, frozen_dim
 from tablefree import kernel
+from tablefree.build import build
 from tablefree.checksum import raw_bytes
 from tablefree.common import UserError, check_output, write_atomic
 from tablefree.ternary import unpack_ternary
@@ -38,7 +36,8 @@ from tablefree.tokenizer import bytes_of_token, load_encoding
 
 MAGIC = b"TFRUN\0\0\0"  # the flat file's first 8 bytes
 VERSION = 3  # 3: codes in blocks of 32 tokens (2: of 8); since 2 the checksum covers the header and directory too
-SUM_OFFSET = 80  # where the checksum sits
+HEADER = struct.Struct("<8si4x56sQQi28x")  # magic, version, the config's 56 bytes, payload, checksum, tensor count
+SUM_OFFSET = struct.calcsize("<8si4x56sQ")  # 80: where the checksum sits, after magic, version, config, payload
 SOURCE = Path(__file__).parent / "run.c"
 INCLUDED = [SOURCE.with_name("decode.c"), SOURCE.with_name("kernel.c")]  # the files run.c #includes
 HEAD_KINDS = ("untied", "tied", "codes")  # run.c's order of head kinds (of input kinds: model.INPUTS')
@@ -60,7 +59,7 @@ def config_fields(c):
     bits = {"binary": K, "affine": K, "frozen": frozen_dim(c)}.get(c.input, 0)  # K, or frozen's D
     ints = [c.n_layer, c.n_head, c.n_embd, c.mlp_hidden(), c.vocab_size, c.block_size, INPUTS.index(c.input),
             HEAD_KINDS.index(head_kind(c)), bits, c.lift == "interleave", c.code_values == "pm1", c.pos_dim, c.bias]
-    return struct.pack("<13if", *ints, c.rope_base)
+    return struct.pack("<13if", *ints, c.rope_base)  # 56 bytes
 
 
 def tensors(contents):
@@ -104,13 +103,13 @@ def write_flat(contents, path):
     arrays["source.sha256"] = torch.frombuffer(bytearray(contents.get("sha256", "").encode().ljust(64, b"\0")),
                                                dtype=torch.uint8)
     blobs = {name: raw_bytes(t).tobytes() for name, t in arrays.items()}
-    start = -(-(120 + 64 * len(blobs)) // 64) * 64
+    start = -(-(HEADER.size + 64 * len(blobs)) // 64) * 64
     directory, payload, offset = [], bytearray(), start
     for name, blob in blobs.items():
         directory.append(struct.pack("<48sQQ", name.encode(), offset + len(payload), len(blob)))
         payload += blob + bytes(-len(blob) % 64)
-    header = MAGIC + struct.pack("<i4x", VERSION) + config_fields(c) + struct.pack("<QQi", len(payload), 0, len(blobs))
-    flat = bytearray((header.ljust(120, b"\0") + b"".join(directory)).ljust(start, b"\0") + payload)
+    header = HEADER.pack(MAGIC, VERSION, config_fields(c), len(payload), 0, len(blobs))
+    flat = bytearray((header + b"".join(directory)).ljust(start, b"\0") + payload)
     struct.pack_into("<Q", flat, SUM_OFFSET, checksum(flat))  # computed with its own word still 0
     write_atomic(path, bytes(flat))
 
@@ -127,10 +126,9 @@ def written_from(path):
     """The packed file's sha256 a flat file at path was written from ('' if none or unreadable)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(120)
-            if head[:8] != MAGIC or struct.unpack_from("<i", head, 8)[0] != VERSION:
+            magic, version, _, _, _, count = HEADER.unpack(f.read(HEADER.size))
+            if magic != MAGIC or version != VERSION:
                 return ""
-            count = struct.unpack_from("<i", head, 88)[0]
             for name, offset, size in struct.iter_unpack("<48sQQ", f.read(64 * count)):
                 if name.rstrip(b"\0") == b"source.sha256":
                     f.seek(offset)
@@ -153,31 +151,10 @@ def flat_file(path, ckpt):
 
 
 def binary(source=SOURCE, what="the C runtime", instead="sample with --engine torch"):
-    """The executable of an AVX2 C program (the runtime: run.c, which includes decode.c and kernel.c;
-    or another, as experiments/bandwidth.c), built at first use into the cache folder kernel.py uses,
-    keyed by its sources and flags (AVX-512 F and BW where torch finds AVX512, which needs both:
-    run.c's code head has paths for them); a one-line error naming `what` and the fix `instead` where
-    it cannot be built."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability not in ("AVX2", "AVX512"):
-        raise UserError(f"{what} needs a CPU with AVX2; {instead}")
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        raise UserError(f"{what} is built with gcc, which is not installed; install gcc or {instead}")
-    source = Path(source)
-    wide = ["-mavx512f", "-mavx512bw"] if capability == "AVX512" else []
-    flags = ["-O3", "-mavx2", "-mfma", "-mf16c", *wide, "-fopenmp"]
-    sources = b"".join(f.read_bytes() for f in [source, *(INCLUDED if source == SOURCE else [])]) + " ".join(flags).encode()
-    built = kernel.cache_dir() / f"{source.stem}-{hashlib.sha256(sources).hexdigest()[:16]}"
-    if not built.exists():
-        built.parent.mkdir(parents=True, exist_ok=True)
-        tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
-        done = subprocess.run([gcc, *flags, str(source), "-o", str(tmp), "-lm"],
-                              capture_output=True, text=True)
-        if done.returncode:
-            raise UserError(f"gcc could not build {what} ({done.stderr.strip()[:160]}); {instead}")
-        os.replace(tmp, built)  # whole or not at all, for a concurrent first use
-    return built
+    """The executable of a C program (the runtime: run.c, which includes decode.c and kernel.c; or
+    another, as experiments/bandwidth.c), built at first use: the best the compiler and this CPU
+    allow (tablefree/build.py), on any CPU with any C compiler."""
+    return build(source, what, instead, INCLUDED if Path(source) == SOURCE else ())[0]
 
 
 def generate(flat, ids, max_new_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=1337, stop=None, report=None):

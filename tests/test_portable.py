@@ -1,0 +1,146 @@
+"""run.c wherever llama2.c builds: its plain C99 loops against its x86 paths, gcc and clang, with and
+without OpenMP, and an aarch64 build run under qemu, all giving the torch path's greedy tokens.
+Run: python -m pytest tests/test_portable.py
+
+The clang, OpenMP-for-clang and aarch64 builds need Debian's packages (each build skips in one line
+where its tools are missing): apt-get install clang libomp-dev gcc-aarch64-linux-gnu qemu-user"""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tablefree import build, runtime
+from tablefree.common import UserError
+from test_runtime import PROMPT, packed_model, reference
+
+X86 = ["-mavx2", "-mfma", "-mf16c"]
+BUILDS = {  # name: (compiler, flags, the command that runs the program)
+    "gcc plain, one thread": ("gcc", ["-O3", "-std=c99"], []),
+    "gcc plain, OpenMP": ("gcc", ["-O3", "-std=c99", "-fopenmp"], []),
+    "gcc -DTABLEFREE_PLAIN with the x86 flags": ("gcc", ["-O3", *X86, "-fopenmp", "-DTABLEFREE_PLAIN"], []),
+    "gcc AVX2, OpenMP": ("gcc", ["-O3", *X86, "-fopenmp"], []),
+    "clang plain, one thread": ("clang", ["-O3", "-std=c99"], []),
+    "clang AVX2, OpenMP": ("clang", ["-O3", *X86, "-fopenmp"], []),
+    "aarch64 gcc, OpenMP, under qemu": ("aarch64-linux-gnu-gcc", ["-O3", "-std=c99", "-fopenmp", "-static"], ["qemu-aarch64"]),
+}
+KINDS = ["binary", "affine", "learned+tied", "kronecker", "frozen+codes", "binary+bias"]
+NEEDS_X86 = {"gcc AVX2, OpenMP", "clang AVX2, OpenMP", "gcc -DTABLEFREE_PLAIN with the x86 flags"}
+
+
+def built(name):
+    """[the command] that runs this build of run.c, or a skip naming what is missing."""
+    cc, flags, runner = BUILDS[name]
+    missing = [tool for tool in [cc, *runner] if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed: apt-get install clang libomp-dev gcc-aarch64-linux-gnu qemu-user")
+    if name in NEEDS_X86 and build.X86.get(runtime.torch.backends.cpu.get_cpu_capability()) is None:
+        pytest.skip("this CPU has no AVX2")
+    try:
+        program, _ = build.build(runtime.SOURCE, f"run.c ({name})", "see its error", runtime.INCLUDED,
+                                 cc=shutil.which(cc), sets=[flags])
+    except UserError as e:
+        pytest.skip(f"{name} does not build here: {e}")  # clang's -fopenmp without libomp-dev
+    return [*runner, str(program)]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """{kind: (flat file, the torch path's 20 greedy tokens, its logits before each)}."""
+    root, out = tmp_path_factory.mktemp("portable"), {}
+    for kind in KINDS:
+        contents = packed_model(kind)
+        runtime.write_flat(contents, root / f"{kind}.bin")
+        out[kind] = (root / f"{kind}.bin", *reference(contents, 20))
+    return out
+
+
+def decode(command, flat, tmp_path, *extra):
+    done = subprocess.run([*command, str(flat), "--ids", ",".join(map(str, PROMPT)), "--max_new_tokens", "20",
+                           "--temperature", "0", "--print_ids", "--logits", str(tmp_path / "logits"), *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [int(t) for t in done.stdout.split()], np.fromfile(tmp_path / "logits", dtype=np.float32).reshape(20, 300)
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_every_build_gives_the_torch_paths_tokens_and_logits(name, models, tmp_path):
+    """Each build, each input and head: the torch path's greedy tokens, its logits within 1e-4 of their
+    range (plain C sums in another order than the x86 lanes: measured 2e-7 against 1.6e-7), but at most
+    one step's int8 rounding flip (test_runtime's learned+tied case, the same 4.6e-4 in every build);
+    and a float16 KV cache (plain C: float_to_half by hand; x86: F16C) keeps the tokens too."""
+    command = built(name)
+    for kind, (flat, tokens, logits) in models.items():
+        ours, ours_logits = decode(command, flat, tmp_path)
+        assert ours == tokens, (name, kind)
+        errors = np.sort(np.abs(ours_logits[:len(logits)] - logits).max(axis=1)) / (logits.max() - logits.min())
+        assert errors[-2] <= 1e-4 and errors[-1] <= 1e-3, (name, kind, errors[-3:])
+        assert decode(command, flat, tmp_path, "--kv_cache", "f16")[0] == tokens, (name, kind)
+
+
+def test_the_plain_int16_code_head_adds_the_same_integers(models, tmp_path):
+    """--head_tables i16's sums are integers: the plain loops and the x86 permutes give the same
+    logits to the bit when they are given the same tables (the same build of the projection)."""
+    flat = models["frozen+codes"][0]
+    plain = decode(built("gcc -DTABLEFREE_PLAIN with the x86 flags"), flat, tmp_path, "--head_tables", "i16")
+    x86 = decode(built("gcc AVX2, OpenMP"), flat, tmp_path, "--head_tables", "i16")
+    assert plain[0] == x86[0]
+    assert np.abs(plain[1] - x86[1]).max() <= 1e-5 * (x86[1].max() - x86[1].min())
+
+
+HALF_PROGRAM = r"""
+#include <stdio.h>
+#include "KERNEL"
+int main(void) {  /* float32 in, float_to_half and half_to_float of it out */
+    float f;
+    while (fread(&f, 4, 1, stdin) == 1) {
+        uint16_t h = float_to_half(f);
+        float back = half_to_float(h);
+        fwrite(&h, 2, 1, stdout), fwrite(&back, 4, 1, stdout);
+    }
+    return 0;
+}
+"""
+
+
+def test_float16_by_hand_rounds_as_numpy_does(tmp_path):
+    """The plain float_to_half against numpy's (IEEE round to nearest even) on every float16 boundary and
+    half-way point, subnormals, overflow, infinities and a million random floats; half_to_float exact."""
+    rng = np.random.default_rng(66)
+    halves = np.arange(0, 1 << 16, dtype=np.uint32)
+    halves = halves[(halves & 0x7C00) != 0x7C00]  # finite float16s: each, and each half-way to the next
+    exact = halves.astype(np.uint16).view(np.float16).astype(np.float32)
+    between = (exact.view(np.uint32) + np.where(np.abs(exact) < 6.1e-5, 0, 1 << 12).astype(np.uint32)).view(np.float32)
+    special = np.array([0.0, -0.0, 65504.0, 65519.99, 65520.0, 1e10, -1e10, np.inf, -np.inf, 2.0 ** -25, 2.0 ** -24 * 1.5,
+                        2.0 ** -26, 5.9604645e-08, 3e-08], dtype=np.float32)
+    randoms = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    floats = np.concatenate([exact, between, special, randoms[np.isfinite(randoms)]]).astype(np.float32)
+    (tmp_path / "half.c").write_text(HALF_PROGRAM.replace("KERNEL", str(runtime.SOURCE.with_name("kernel.c"))))
+    program, _ = build.build(tmp_path / "half.c", "the float16 check", "see its error", sets=[["-O3", "-std=c99"]])
+    out = subprocess.run([str(program)], input=floats.tobytes(), capture_output=True, check=True).stdout
+    pairs = np.frombuffer(out, dtype=np.dtype([("h", "<u2"), ("back", "<f4")]))
+    with np.errstate(over="ignore"):
+        expected = floats.astype(np.float16)
+    assert np.array_equal(pairs["h"], expected.view(np.uint16))
+    assert np.array_equal(pairs["back"], expected.astype(np.float32))
+
+
+def test_a_cpu_or_compiler_without_the_fast_paths_still_gets_a_build(monkeypatch, tmp_path):
+    """Never refused for its CPU: without AVX2 the plain loops; a compiler without OpenMP (Apple's clang)
+    one thread; no compiler at all is one line naming the fix."""
+    monkeypatch.setattr(build.torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert build.flag_sets() == [["-O3", "-fopenmp"], ["-O3"]]
+    fussy = tmp_path / "cc"  # a compiler that refuses -fopenmp, as Apple's does
+    fussy.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp ] && echo "unsupported option -fopenmp" >&2 && exit 1; done\n'
+                     f'exec {shutil.which("gcc") or "cc"} "$@"\n')
+    fussy.chmod(0o755)
+    monkeypatch.setenv("CC", str(fussy))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    program, how = build.build(runtime.SOURCE, "the C runtime", "", runtime.INCLUDED)
+    assert how == "cc, plain C, one thread" and os.access(program, os.X_OK)
+    assert len(list((tmp_path / "cache" / "tablefree").glob("*.failed"))) == 1  # remembered, not tried again
+    monkeypatch.setenv("CC", str(tmp_path / "none"))
+    with pytest.raises(UserError, match="none is installed .*install one or sample with --engine torch"):
+        runtime.binary()
