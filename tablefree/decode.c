@@ -116,33 +116,70 @@ static void store(void *cache, int64_t at, const float *v, int n, int half) {
     for (; i < n; i++) out[i] = float_to_half(v[i]);
 }
 
+#if X86
+/* q . k for the keys at rows t .. t + 3 (n of them valid; the rest of out is left alone), in hs / 8 * 8
+   dimensions: four FMA chains side by side (one chain would wait on itself each step), then each key's
+   eight lanes added in hsum8's order (halves, pairs, the last two), so a score is the same bits whichever
+   four it was computed with. */
+INLINE void scores4(const float *q, const void *kc, int64_t t, int n, int hs, int kind, float *out) {
+    const int64_t first = t * hs, row[4] = {first, n > 1 ? first + hs : first, n > 2 ? first + 2 * hs : first,
+                                            n > 3 ? first + 3 * hs : first};  /* a missing key reads the first again */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i + 8 <= hs; i += 8) {
+        __m256 v = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(v, load8(kc, row[0] + i, kind), a0), a1 = _mm256_fmadd_ps(v, load8(kc, row[1] + i, kind), a1);
+        a2 = _mm256_fmadd_ps(v, load8(kc, row[2] + i, kind), a2), a3 = _mm256_fmadd_ps(v, load8(kc, row[3] + i, kind), a3);
+    }
+    __m128 h[4] = {_mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1)),
+                   _mm_add_ps(_mm256_castps256_ps128(a1), _mm256_extractf128_ps(a1, 1)),
+                   _mm_add_ps(_mm256_castps256_ps128(a2), _mm256_extractf128_ps(a2, 1)),
+                   _mm_add_ps(_mm256_castps256_ps128(a3), _mm256_extractf128_ps(a3, 1))};
+    float sums[4];
+    _mm_storeu_ps(sums, _mm_hadd_ps(_mm_hadd_ps(h[0], h[1]), _mm_hadd_ps(h[2], h[3])));
+    for (int k = 0; k < n; k++) out[k] = sums[k];
+}
+#endif
+
 /* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another),
-   float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: eight dimensions a step. */
+   float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: the scores four keys at a time,
+   and y eight dimensions at a time, 32 of them in registers while every value is added in, in order of t
+   (the plain loop's order: each y[i] = sum_t att[t] v_t[i] added from t = 0, the x86 path with FMAs). */
 INLINE void attend(const float *q, const void *kc, const void *vc, float *att, float *y, int T, int hs, int kind) {
     float top = -INFINITY, total = 0, scale = 1.0f / sqrtf((float)hs);
     int whole = X86 ? hs / 8 * 8 : 0;  /* the dimensions the x86 path takes; the plain loops the rest */
-    for (int t = 0; t < T; t++) {
-        int64_t at = (int64_t)t * hs;
-        float score = 0.0f;
+    for (int t = 0; t < T; t++) att[t] = 0.0f;
 #if X86
-        __m256 acc = _mm256_setzero_ps();
-        for (int i = 0; i < whole; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(kc, at + i, kind), acc);
-        score = hsum8(acc);
+    for (int t = 0; t < T; t += 4) scores4(q, kc, t, T - t < 4 ? T - t : 4, hs, kind, att + t);
 #endif
-        for (int i = whole; i < hs; i++) score += q[i] * weight(kc, at + i, kind);
-        att[t] = score * scale, top = fmaxf(top, att[t]);
+    for (int t = 0; t < T; t++) {
+        for (int i = whole; i < hs; i++) att[t] += q[i] * weight(kc, (int64_t)t * hs + i, kind);
+        att[t] *= scale, top = fmaxf(top, att[t]);
     }
     for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
-    memset(y, 0, 4 * (size_t)hs);
-    for (int t = 0; t < T; t++) {  /* along each cached value's row: contiguous */
-        int64_t at = (int64_t)t * hs;
+    int i = 0;
 #if X86
-        __m256 a = _mm256_set1_ps(att[t]);
-        for (int i = 0; i < whole; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, load8(vc, at + i, kind), _mm256_loadu_ps(y + i)));
-#endif
-        for (int i = whole; i < hs; i++) y[i] += att[t] * weight(vc, at + i, kind);
+    for (; i + 32 <= whole; i += 32) {  /* y[i .. i + 31]: four chains, each value row read once */
+        __m256 y0 = _mm256_setzero_ps(), y1 = y0, y2 = y0, y3 = y0;
+        for (int t = 0; t < T; t++) {
+            __m256 a = _mm256_set1_ps(att[t]);
+            int64_t at = (int64_t)t * hs + i;
+            y0 = _mm256_fmadd_ps(a, load8(vc, at, kind), y0), y1 = _mm256_fmadd_ps(a, load8(vc, at + 8, kind), y1);
+            y2 = _mm256_fmadd_ps(a, load8(vc, at + 16, kind), y2), y3 = _mm256_fmadd_ps(a, load8(vc, at + 24, kind), y3);
+        }
+        _mm256_storeu_ps(y + i, y0), _mm256_storeu_ps(y + i + 8, y1), _mm256_storeu_ps(y + i + 16, y2);
+        _mm256_storeu_ps(y + i + 24, y3);
     }
-    for (int i = 0; i < hs; i++) y[i] /= total;
+    for (; i < whole; i += 8) {
+        __m256 y0 = _mm256_setzero_ps();
+        for (int t = 0; t < T; t++) y0 = _mm256_fmadd_ps(_mm256_set1_ps(att[t]), load8(vc, (int64_t)t * hs + i, kind), y0);
+        _mm256_storeu_ps(y + i, y0);
+    }
+#endif
+    for (; i < hs; i++) {
+        y[i] = 0.0f;
+        for (int t = 0; t < T; t++) y[i] += att[t] * weight(vc, (int64_t)t * hs + i, kind);
+    }
+    for (i = 0; i < hs; i++) y[i] /= total;
 }
 
 /* Causal attention of rows new positions (s->pos ..) after their keys and values join the cache. */
@@ -168,133 +205,6 @@ static void attention(const Config *c, State *s, int layer, int rows) {
             if (s->half) attend(q, kc, vc, att, y, s->pos + r + 1, hs, F16);
             else attend(q, kc, vc, att, y, s->pos + r + 1, hs, F32);
         }
-}
-
-/* The code head reads a token's D code bits a byte at a time: for code byte j, its low nibble picks one of
-   16 partial sums of z (lut[32 j .. 32 j + 15]), its high nibble one of 16 more (lut[32 j + 16 ..]).
-   nibble_sum adds both to sum for token i of a block of 32 (block: each byte position's 32 bytes side
-   by side), in that order: the order every path keeps. */
-static inline float nibble_sum(const uint8_t *block, int j, int i, const float *lut, float sum) {
-    uint8_t byte = block[32 * j + i];
-    sum += lut[32 * j + (byte & 15)];
-    return sum + lut[32 * j + 16 + (byte >> 4)];
-}
-
-#if X86
-/* Eight tokens' nibble_sum at once (bytes: 8 of them, side by side), a nibble picking its sum from 16
-   in two registers (the 8s bit choosing which). */
-static inline __m256 nibbles8(const uint8_t *bytes, const float *table, __m256 sum) {
-    __m256i byte = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)bytes));
-    __m256i n[2] = {_mm256_and_si256(byte, _mm256_set1_epi32(15)), _mm256_srli_epi32(byte, 4)};
-    for (int k = 0; k < 2; k++) {
-        __m256 first = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 16 * k), n[k]);
-        __m256 second = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 16 * k + 8), n[k]);
-        sum = _mm256_add_ps(sum, _mm256_blendv_ps(first, second, _mm256_castsi256_ps(_mm256_slli_epi32(n[k], 28))));
-    }
-    return sum;
-}
-#endif
-
-#if X86 && defined(__AVX512F__)
-/* The same for sixteen tokens: with AVX-512 one register holds a 16-entry table. */
-static inline __m512 nibbles16(const uint8_t *bytes, const float *table, __m512 sum) {
-    __m512i byte = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)bytes));
-    sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_and_si512(byte, _mm512_set1_epi32(15)), _mm512_loadu_ps(table)));
-    return _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_srli_epi32(byte, 4), _mm512_loadu_ps(table + 16)));
-}
-#endif
-
-/* The 32 tokens of one block of codes (bytes of each, side by side): out[i] = sum of z over token i's
-   set bits, from lut's float32 tables. The even and the odd bytes add into two sums, so each add need
-   not wait for the one before; then even + odd: the same order in every path, at any vector width. */
-static void sums_f32(const uint8_t *block, int bytes, const float *lut, float *out) {
-    int j;
-#if X86 && defined(__AVX512F__)
-    for (int k = 0; k < 32; k += 16) {
-        __m512 even = _mm512_setzero_ps(), odd = even;
-        for (j = 0; j + 2 <= bytes; j += 2) {
-            even = nibbles16(block + 32 * j + k, lut + 32 * j, even);
-            odd = nibbles16(block + 32 * j + 32 + k, lut + 32 * j + 32, odd);
-        }
-        if (j < bytes) even = nibbles16(block + 32 * j + k, lut + 32 * j, even);
-        _mm512_storeu_ps(out + k, _mm512_add_ps(even, odd));
-    }
-#elif X86
-    for (int k = 0; k < 32; k += 8) {
-        __m256 even = _mm256_setzero_ps(), odd = even;
-        for (j = 0; j + 2 <= bytes; j += 2) {
-            even = nibbles8(block + 32 * j + k, lut + 32 * j, even);
-            odd = nibbles8(block + 32 * j + 32 + k, lut + 32 * j + 32, odd);
-        }
-        if (j < bytes) even = nibbles8(block + 32 * j + k, lut + 32 * j, even);
-        _mm256_storeu_ps(out + k, _mm256_add_ps(even, odd));
-    }
-#else
-    for (int i = 0; i < 32; i++) {
-        float even = 0.0f, odd = 0.0f;
-        for (j = 0; j + 2 <= bytes; j += 2)
-            even = nibble_sum(block, j, i, lut, even), odd = nibble_sum(block, j + 1, i, lut, odd);
-        if (j < bytes) even = nibble_sum(block, j, i, lut, even);
-        out[i] = even + odd;
-    }
-#endif
-}
-
-/* The same from int16 tables (--head_tables i16): per code byte two tables of 16 entries, the high
-   nibble's sums (k = 0), then the low one's (k = 1). The tables are scaled so that no token's sum can
-   pass 32,767 (quantize_tables): integer adds are exact, so every path gives the same integers. With
-   AVX-512 BW one register holds both tables and one permute looks up 32 tokens (the high nibble is its
-   own index, the low one's is the byte with 16 set: the permute reads only an index's low 5 bits); with
-   AVX2 a byte shuffle looks up 16 bytes in each 128-bit lane, so each table is kept as two byte tables
-   (its entries' low bytes, then their high bytes: put), joined again into int16 by the unpacks. */
-static inline void put(int16_t *tables, int j, int k, int n, int16_t q) {  /* byte j, table k, entry n */
-#if X86 && !defined(__AVX512BW__)
-    uint8_t *split = (uint8_t *)(tables + 32 * j + 16 * k);
-    split[n] = (uint16_t)q & 255, split[16 + n] = (uint16_t)q >> 8;
-#else
-    tables[32 * j + 16 * k + n] = q;
-#endif
-}
-
-static void sums_i16(const uint8_t *block, int bytes, const int16_t *tables, float *out) {
-#if X86 && defined(__AVX512BW__)
-    __m512i high = _mm512_setzero_si512(), low = high;
-    for (int j = 0; j < bytes; j++) {
-        __m512i byte = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(block + 32 * j)));
-        __m512i table = _mm512_loadu_si512(tables + 32 * j);
-        high = _mm512_add_epi16(high, _mm512_permutexvar_epi16(_mm512_srli_epi16(byte, 4), table));
-        low = _mm512_add_epi16(low, _mm512_permutexvar_epi16(_mm512_or_si512(byte, _mm512_set1_epi16(16)), table));
-    }
-    for (int k = 0; k < 2; k++) {  /* tokens 16 k .. 16 k + 15, widened to int32, then float */
-        __m512i sum = _mm512_add_epi32(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(high, k)),
-                                       _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(low, k)));
-        _mm512_storeu_ps(out + 16 * k, _mm512_cvtepi32_ps(sum));
-    }
-#elif X86
-    const __m256i m15 = _mm256_set1_epi8(15);
-    __m256i first = _mm256_setzero_si256(), second = first;  /* tokens 0 .. 7 and 16 .. 23; 8 .. 15 and 24 .. 31 */
-    for (int j = 0; j < bytes; j++) {
-        __m256i byte = _mm256_loadu_si256((const __m256i *)(block + 32 * j));
-        __m256i nibble[2] = {_mm256_and_si256(_mm256_srli_epi16(byte, 4), m15), _mm256_and_si256(byte, m15)};
-        for (int k = 0; k < 2; k++) {
-            const __m128i *split = (const __m128i *)(tables + 32 * j + 16 * k);
-            __m256i lows = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(split)), nibble[k]);
-            __m256i highs = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(split + 1)), nibble[k]);
-            first = _mm256_add_epi16(first, _mm256_unpacklo_epi8(lows, highs));
-            second = _mm256_add_epi16(second, _mm256_unpackhi_epi8(lows, highs));
-        }
-    }
-    __m128i parts[4] = {_mm256_castsi256_si128(first), _mm256_castsi256_si128(second),
-                        _mm256_extracti128_si256(first, 1), _mm256_extracti128_si256(second, 1)};
-    for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + 8 * k, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(parts[k])));
-#else
-    for (int i = 0; i < 32; i++) {
-        int32_t sum = 0;  /* |sum| <= 32,767 by the tables' scale */
-        for (int j = 0; j < bytes; j++)
-            sum += tables[32 * j + (block[32 * j + i] >> 4)] + tables[32 * j + 16 + (block[32 * j + i] & 15)];
-        out[i] = (float)sum;
-    }
-#endif
 }
 
 /* The int16 tables from lut's float ones: each entry times one scale, rounded; the scale the largest
@@ -362,7 +272,6 @@ static void code_logits(const Model *m, State *s, const float *h) {
 static void forward(const Model *m, State *s, const int *ids, int rows, int logits) {
     const Config *c = &m->c;
     int C = c->n_embd, H = c->hidden;
-    const float sqrt_half = 0.70710678118654752f;  /* 1 / sqrt(2), for the exact GELU */
     // the input: each token's code (or table row) as its first activations
     for (int r = 0; r < rows; r++) embed(m, ids[r], s->x + (int64_t)r * C);
     for (int l = 0; l < c->n_layer; l++) {  // forward all the layers
@@ -378,8 +287,7 @@ static void forward(const Model *m, State *s, const int *ids, int rows, int logi
         // MLP layernorm, up, exact GELU (erf), down, and the residual connection
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
         run_ternary(&L->fc, s->h, s->mlp, rows);
-        #pragma omp parallel for schedule(static)  /* erff is the costliest serial loop left */
-        for (int64_t j = 0; j < (int64_t)rows * H; j++) s->mlp[j] = 0.5f * s->mlp[j] * (1.0f + erff(s->mlp[j] * sqrt_half));
+        gelu(s->mlp, (int64_t)rows * H);
         run_ternary(&L->down, s->mlp, s->h, rows);
         for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
     }

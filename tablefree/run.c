@@ -11,7 +11,8 @@
      head    untied or tied: a float16 matrix-vector product; codes: z = W ln_f(h) / sqrt(D), then
              logit(t) = z . c(t) + b(t) with c(t) = +-1 read as bits: 2 sum_{bit set} z - sum z,
              four bits at a time from 16-entry tables of partial sums (never a V x D float table);
-             --head_tables i16: the tables rounded to int16 (the logits within about 1e-3 of their range)
+             in int16 by default (the logits within about 1e-3 of their range; --head_tables f32 or --exact:
+             float32, within 1e-4 of torch's)
 
    The prompt goes through in runs of up to 64 positions (matrix products: each weight read once a
    run), then one position a step. This file: the file format, the model's tensors, choosing tokens,
@@ -22,7 +23,8 @@
                                                         x86 paths and every core (tablefree/runtime.py builds the
                                                         best the compiler and the CPU allow, at first use)
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-              [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--logits FILE] [--print_ids]
+              [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--exact] [--logits FILE]
+              [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
    line of timing and memory to stderr at the end (the prompt's rate, then decoding's: the steps after
    it). Every error is one line on stderr, exit status 1: every number on the command line is parsed
@@ -421,16 +423,17 @@ static uint64_t seed_flag(const char *v) {  /* 0 .. 2^64 - 1 */
 
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
-                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--logits FILE] "
-                      "[--print_ids]", NULL);
+                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--exact] "
+                      "[--logits FILE] [--print_ids]", NULL);
     int max_new = 256, top_k = 0, print_ids = 0, n_ids = 0, cap = 0, stop = -1, made = 0;
     float temperature = 1.0f, top_p = 0.0f;
     const char *logits_path = NULL, *ids_text = NULL;
-    int half = 0, tables16 = 0;  /* --kv_cache f16, --head_tables i16 */
+    int half = -1, tables16 = -1, exact = 0;  /* --kv_cache f16, --head_tables i16 (-1: not given), --exact */
     rng_state = 1337;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--print_ids")) { print_ids = 1; continue; }
+        if (!strcmp(a, "--exact")) { exact = 1; continue; }
         if (!v) die("a value is missing after ", a);
         if (!strcmp(a, "--ids")) ids_text = v;
         else if (!strcmp(a, "--max_new_tokens")) max_new = (int)int_flag(a, v, 0, MAX_NEW);
@@ -452,7 +455,10 @@ int main(int argc, char **argv) {
     open_file(&f, argv[1]);
     Model m = {{0}};
     load_model(&m, &f);
-    if (tables16 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
+    if (tables16 == 1 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
+    if (exact && (half == 1 || tables16 == 1)) die("--exact keeps float32 everywhere; drop --kv_cache f16 and --head_tables i16", NULL);
+    /* the defaults: a float32 cache, and a code head's int16 tables (the logits within 1e-3 of their range) */
+    half = half == 1, tables16 = tables16 == -1 ? m.c.head == CODES && !exact : tables16;
     int V = m.c.vocab, block = m.c.block_size;
     int *ids = NULL;
     for (const char *p = ids_text; *p;) {
