@@ -13,7 +13,7 @@ version=0.3.36
 sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 mkdir -p "$out"
 echo "llama-cpp-python==$version --hash=sha256:$sha256" > "$out/pinned.txt"
-$py -m pip download --quiet --no-deps --no-binary :all: --require-hashes -r "$out/pinned.txt" -d "$out"
+$py -m pip download --quiet --no-deps --no-binary llama-cpp-python --require-hashes -r "$out/pinned.txt" -d "$out"
 rm -rf "$out/src" && mkdir "$out/src"
 tar -xzf "$out/llama_cpp_python-$version.tar.gz" -C "$out/src" --strip-components=1
 # the vendored llama.cpp, built for this CPU (GGML_NATIVE) with no network code and only the benchmark

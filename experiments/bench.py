@@ -23,6 +23,8 @@ prepare:  tokens/s of prepare.py end to end on a few-MB corpus, next to raw
           tiktoken.encode_ordinary_batch on the same documents.
 paper:    the frozen-code paper's system at its shape and at 8 x 768 (experiments/bench_paper.py):
           the packed file's parts; our runtime (run.c), our torch path and (if installed) llama.cpp.
+lengths:  run.c against llama-bench at the paper's shape at every length: a 512-token prompt, decoding
+          after 16, 512 and 960 tokens, idle and beside a busy process (experiments/bench_lengths.py).
 """
 
 import importlib.util
@@ -33,6 +35,7 @@ from tqdm import tqdm
 
 from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_llama import bench_llama
+from experiments.bench_lengths import bench_lengths
 from experiments.bench_paper import bench_paper
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
 from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, require, user_errors,
@@ -41,7 +44,8 @@ from tablefree.device import machine, measured_on, pick_device, pick_dtype
 
 COMMAND = "python -m experiments.bench"  # the mark its reports carry (common.mark)
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
-            "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare, "paper": bench_paper}
+            "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare, "paper": bench_paper,
+            "lengths": bench_lengths}
 
 
 def parse_args(argv):

@@ -153,7 +153,7 @@ def paired_rows(files, program, counts, pairs, new_tokens, bandwidth):
                 for engine, name, variant in playing:
                     f = files[name]
                     runs.setdefault((engine, name, variant, threads, load), []).append(
-                        engines.ours(f["flat"], threads, new_tokens, variant) if engine == "ours" else
+                        engines.ours(f["flat"], threads, new_tokens, engines.VARIANTS[variant]) if engine == "ours" else
                         engines.llama(program, f["gguf"][variant], threads, new_tokens))
         finally:
             if competitor:

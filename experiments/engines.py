@@ -24,9 +24,9 @@ from tools.llamacpp import gguf_package
 
 PROMPT = 16  # tokens: ours gets a 16-token prompt, llama-bench a 16-token `pp` test beside its `tg`
 # run.c's variants: the KV cache in float32 (the default) or float16, and (a code head's only) its tables
-# in float32 (the default: the torch path's logits within 1e-4) or int16 (within about 1e-3)
-VARIANTS = {"f32": (), "f16": ("--kv_cache", "f16"), "f32, i16 tables": ("--head_tables", "i16"),
-            "f16, i16 tables": ("--kv_cache", "f16", "--head_tables", "i16")}
+# in float32 (--exact: the torch path's logits within 1e-4) or int16 (the default: within about 1e-3)
+VARIANTS = {"f32": ("--exact",), "f16": ("--kv_cache", "f16", "--head_tables", "f32"), "f32, i16 tables": (),
+            "f16, i16 tables": ("--kv_cache", "f16")}
 
 
 def llama_bench():
@@ -60,12 +60,12 @@ def measured(command, threads):
     return stdout, stderr, peak
 
 
-def ours(flat, threads, new_tokens, variant="f32"):
-    """run.c on a flat file, greedy from a fixed prompt, with one of VARIANTS' flags: {tok_s, prompt_tok_s,
-    threads_used, peak_rss}."""
-    ids = ",".join(str(7 * i % 251) for i in range(PROMPT))
+def ours(flat, threads, new_tokens, flags=(), prompt=PROMPT):
+    """run.c on a flat file, greedy from a fixed prompt of `prompt` tokens, with flags (as VARIANTS'):
+    {tok_s, prompt_tok_s, threads_used, peak_rss}."""
+    ids = ",".join(str(7 * i % 251) for i in range(prompt))
     _, err, peak = measured([str(runtime.binary()), str(flat), "--ids", ids, "--max_new_tokens", str(new_tokens),
-                             "--temperature", "0", "--print_ids", *VARIANTS[variant]], threads)
+                             "--temperature", "0", "--print_ids", *flags], threads)
     found = re.search(r"([\d.]+) prompt tokens/s\), decoding ([\d.]+) tokens/s; peak RSS ([\d.]+) MB.*\(([\d.]+) a step",
                       err)
     if not found:
@@ -74,14 +74,14 @@ def ours(flat, threads, new_tokens, variant="f32"):
             "peak_rss": max(peak, float(found[3]) * 2 ** 20)}  # its own VmHWM at exit: a run shorter than a poll
 
 
-def llama(program, gguf, threads, new_tokens):
-    """llama-bench on a GGUF file, one repetition of `pp 16` and `tg new_tokens`, each after 16 tokens of
-    context (`-d 16`: where ours decodes after its prompt), its F16 KV cache, `threads` threads:
-    {tok_s, prompt_tok_s, peak_rss}."""
-    out, _, peak = measured([str(program), "-m", str(gguf), "-p", str(PROMPT), "-n", str(new_tokens), "-d", str(PROMPT),
+def llama(program, gguf, threads, new_tokens, prompt=PROMPT, depth=PROMPT):
+    """llama-bench on a GGUF file, one repetition of `pp prompt` and `tg new_tokens` (either may be 0: not
+    run), each after `depth` tokens of context (`-d 16` by default: where ours decodes after its prompt),
+    its F16 KV cache, `threads` threads: {tok_s, prompt_tok_s (None where not run), peak_rss}."""
+    out, _, peak = measured([str(program), "-m", str(gguf), "-p", str(prompt), "-n", str(new_tokens), "-d", str(depth),
                              "-t", str(threads), "-r", "1", "-o", "json"], threads)
     tests = {("pp" if r["n_gen"] == 0 else "tg"): r["avg_ts"] for r in json.loads(out)}
-    return {"tok_s": tests["tg"], "prompt_tok_s": tests["pp"], "threads_used": threads, "peak_rss": peak}
+    return {"tok_s": tests.get("tg"), "prompt_tok_s": tests.get("pp"), "threads_used": threads, "peak_rss": peak}
 
 
 def kv_bytes(config, positions, bytes_per_value):

@@ -2,10 +2,11 @@
 
 import importlib.util
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from experiments import bench
+from experiments import bench, bench_lengths
 from experiments.bench_train import SHAPES, shapes
 from model import INPUTS
 from tablefree.common import markdown
@@ -72,3 +73,28 @@ def test_the_bandwidth_probe_reads_its_whole_array_with_the_threads_asked():
     for threads in (1, 2):
         probe = read_bandwidth(threads, mib=16, repetitions=1)
         assert probe["bytes"] == 16 << 20 and probe["threads"] == threads and probe["gb_s"] > 0
+
+
+def test_the_lengths_rows_and_targets_by_hand():
+    """experiments/bench_lengths: the ratio is the median of the pairs' ratios, a decoding row's bytes are
+    the file's and the KV cache's at the mean context, and each target is judged from those."""
+    made = {"config": SimpleNamespace(n_layer=2, n_embd=8), "flat_bytes": 1000, "gguf_bytes": 4000}
+    rows = []
+    for work, (context, new), scale in (("a 512-token prompt", (512, 0), 1.0), ("64 tokens after 960", (960, 64), 0.5)):
+        for load, slow in (("idle", 1.0), ("busy", 0.3)):
+            runs = {"llama-bench": [(10.0 * slow, 1e6), (20.0 * slow, 1e6), (10.0 * slow, 1e6)],
+                    "defaults": [(30.0 * slow * scale, 2e6), (44.0 * slow * scale, 3e6), (25.0 * slow * scale, 1e6)],
+                    "--exact": [(20.0, 1e6)] * 3, "--kv_cache f16": [(80.0, 1e6)] * 3}
+            rows += bench_lengths.summarize(work, load, runs, made, context, new, bandwidth=1.0)
+    by = {(r["work"], r["load"], r["engine"]): r for r in rows}
+    prompt = by[("a 512-token prompt", "idle", "defaults")]
+    assert prompt["ratio"] == 2.5 and prompt["tok_s"] == 30.0 and prompt["peak_rss"] == 3e6 and "bytes" not in prompt
+    deep = by[("64 tokens after 960", "idle", "--kv_cache f16")]
+    assert deep["bytes"] == 1000 + 2 * 2 * 8 * 2 * (960 + 32) and deep["ratio"] == 8.0
+    assert by[("64 tokens after 960", "idle", "llama-bench")]["bytes"] == 4000 + 2 * 2 * 8 * 2 * (960 + 32)
+    lines = bench_lengths.targets(rows)
+    assert "- a 512-token prompt, defaults: 2.50x llama-bench (target at least 2x: met)" in lines
+    assert "- 64 tokens after 960, defaults: 1.25x llama-bench (target at least 5x: NOT met)" in lines
+    assert "- 64 tokens after 960, --kv_cache f16: 8.00x llama-bench (target at least 7x: met)" in lines
+    assert any(line.startswith("- a 512-token prompt beside one busy process: ours keeps 30% of its idle speed "
+                               "(target at least 40%: NOT met); llama-bench 30%") for line in lines)
