@@ -390,6 +390,25 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Positions from .. to - 1 of ids through the model, up to MAX_ROWS at a time (the last run's logits made),
+   starting with `most` threads; returns the count it ended with. A long run (a prompt) times itself as the
+   decoding steps do: its first run at `most` threads, a short second one (16 positions: little lost where
+   it is slower) at one fewer, the rest at whichever cost less a position. */
+static int feed(const Model *m, State *s, const int *ids, int from, int to, int most) {
+    double cost[2] = {0, 0};  /* seconds a position at `most` threads, at one fewer */
+    int threads = most;
+    for (int run = 0, rows; from < to; from += rows, run++) {
+        rows = to - from < MAX_ROWS ? to - from : MAX_ROWS;
+        if (run == 1 && most > 1) threads = most - 1, rows = rows < 16 ? rows : 16;  /* the probe */
+        if (run == 2) threads = cost[1] < cost[0] ? most - 1 : most;
+        omp_set_num_threads(threads);
+        double t = now();
+        forward(m, s, ids + from, rows, from + rows == to);
+        if (run < 2) cost[run] = (now() - t) / rows;
+    }
+    return threads;
+}
+
 /* A command-line number, parsed whole (no trailing text, no overflow, no nan) and within [lo, hi]. */
 static long long int_flag(const char *flag, const char *v, long long lo, long long hi) {
     char *end;
@@ -485,12 +504,10 @@ int main(int argc, char **argv) {
     for (int step = 0; step < max_new; step++) {
         double t = now();
         int threads = step ? pace_next(&pace, step) : pace.most;
-        omp_set_num_threads(threads);
         if (n_ids - start > block) start = n_ids - block / 2, s.pos = 0, fed = start;  /* the window restarts */
-        for (int rows; fed < n_ids; fed += rows) {  /* the new positions, up to MAX_ROWS at a time */
-            rows = n_ids - fed < MAX_ROWS ? n_ids - fed : MAX_ROWS;
-            forward(&m, &s, ids + fed, rows, fed + rows == n_ids);
-        }
+        threads = feed(&m, &s, ids, fed, n_ids, threads);  /* the new positions: the prompt, or one */
+        if (step == 0) pace.now = threads;                /* decoding starts at the prompt's choice */
+        fed = n_ids;
         if (logits_out) fwrite(s.logits, sizeof(float), V, logits_out);
         int best = argmax(s.logits, V);
         if (best < 0) die("the model's logits are not finite; the weights are damaged", NULL);
