@@ -56,6 +56,13 @@ def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
         raise UserError(f"{what} is built with a C compiler, and none is installed (gcc, clang or cc; or set CC); "
                         f"install one or {instead}")
     code = b"".join(Path(f).read_bytes() for f in [source, *included])
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        if not os.access(cache_dir(), os.W_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as e:
+        raise UserError(f"{what} is built into {cache_dir()}, which cannot be written ({e.strerror}); set "
+                        f"XDG_CACHE_HOME to a writable folder, or {instead}") from None
     errors = []
     for flags in sets or flag_sets():
         command = [*flags, *(["-shared", "-fPIC"] if shared else [])]
@@ -67,7 +74,6 @@ def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
         if failed.exists():
             errors.append(failed.read_text())
             continue
-        built.parent.mkdir(parents=True, exist_ok=True)
         tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
         done = subprocess.run([cc, *command, str(source), "-o", str(tmp), "-lm"], capture_output=True, text=True)
         if done.returncode == 0:

@@ -378,6 +378,9 @@ CASES = [
     ("llama", ["--gguf", "{root}/none.gguf", "--temperature", "inf"], "--temperature must be a finite number"),
     ("llama", ["--gguf", "{root}/whole.gguf", "--max_new_tokens", "1000000000"],
      "--max_new_tokens must be at most"),  # past the context (needs llama-cpp-python, as CI has)
+    ("llama", ["--gguf", "{root}/whole.gguf", "--start", "a", "--max_new_tokens", "32"],  # llama.cpp's context is larger
+     "--max_new_tokens must be at most 31: the model's block size of 32 tokens less the prompt's 1"),
+    ("llama", ["--gguf", "{root}/none.gguf", "--prompts", "100000"], "--prompts must be at most 256"),
     # weights changed on disk, or not finite: nothing proceeds from them
     ("sample", ["--ckpt", "{runs}/flipbyte"], "flipbyte/ckpt.pt is damaged: its contents (weights, settings or tokenizer) are not"),
     ("train", [*RESUME, "--out_dir={runs}/flipbyte"], "crc32 differs); restore it from a copy"),
@@ -543,6 +546,18 @@ def test_a_reader_that_stops_early_gets_no_traceback(world):
     child.stdout.close()
     stderr = child.stderr.read().decode()
     assert child.wait() == 1 and stderr.startswith("sampling ") and stderr.count("\n") == 1, stderr  # what it loaded
+
+
+def test_a_reader_that_stops_early_gets_no_traceback_from_llama_cpp(world):
+    """`python -m tools.llama ... | head`: no BrokenPipeError, exit status 1."""
+    pytest.importorskip("llama_cpp")
+    child = subprocess.Popen([sys.executable, "-m", "tools.llama", "--gguf", str(world / "whole.gguf"), "--start", "a",
+                              "--max_new_tokens", "30", "--temperature", "1.0"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    child.stdout.read(2)
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    assert child.wait() == 1 and "Traceback" not in stderr and "Error" not in stderr, stderr
 
 
 def test_llama_check_fits_a_context_below_48_tokens(world):

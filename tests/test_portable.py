@@ -214,3 +214,13 @@ def test_a_cpu_or_compiler_without_the_fast_paths_still_gets_a_build(monkeypatch
     monkeypatch.setenv("CC", str(tmp_path / "none"))
     with pytest.raises(UserError, match="none is installed .*install one or sample with --engine torch"):
         runtime.binary()
+    monkeypatch.delenv("CC")
+    (tmp_path / "readonly").mkdir(mode=0o500)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "readonly"))  # an unwritable cache: one line, no traceback
+    if os.geteuid() != 0:  # root writes anywhere
+        with pytest.raises(UserError, match="cannot be written .*set XDG_CACHE_HOME to a writable folder"):
+            runtime.binary()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(UserError, match="a-file/tablefree, which cannot be written"):
+        runtime.binary()

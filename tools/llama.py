@@ -25,12 +25,13 @@ import torch
 
 from tablefree.checkpoint import load_checkpoint
 from tablefree.checksum import weights_id
-from tablefree.common import ArgumentParser, UserError, require, require_utf8, user_errors
+from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, require_utf8, user_errors
 from tablefree.data import read_meta, split_ids
 from tablefree.packed import inference_model
 from tools.llamacpp import greedy, load_llama, read_gguf
 
 PROMPT_TOKENS, NEW_TOKENS = 16, 32  # --check's prompts and continuations
+MAX_PROMPTS = 256  # --check's: a few seconds each on a CPU
 
 
 def parse_args(argv=None):
@@ -52,6 +53,7 @@ def parse_args(argv=None):
     require_utf8(args.start, "--start")
     require(min(args.top_k, args.threads, args.prompts) >= 1, "--top_k, --threads and --prompts",
             (args.top_k, args.threads, args.prompts), "at least 1")
+    require(args.prompts <= MAX_PROMPTS, "--prompts", args.prompts, f"at most {MAX_PROMPTS} (each is two greedy runs)")
     return args
 
 
@@ -60,9 +62,12 @@ def generate(args):
     llm = load_llama(args.gguf, args.threads, seed=args.seed)
     prompt = llm.tokenize(args.start.encode(), add_bos=False, special=True)
     require(len(prompt) >= 1, "--start", args.start, "text that has at least one token")
-    room = llm.n_ctx() - len(prompt)  # llama.cpp's context holds the prompt and every new token: no window
+    # the prompt and every new token within the model's block size (llama.cpp's own context is rounded up past
+    # it, and has no window to restart: beyond block_size the model would see positions it never trained on)
+    block = read_gguf(args.gguf)["gptneox.context_length"]
+    room = block - len(prompt)
     require(args.max_new_tokens <= room, "--max_new_tokens", args.max_new_tokens,
-            f"at most {max(room, 0)}: the model's context of {llm.n_ctx()} tokens less the prompt's {len(prompt)}")
+            f"at most {max(room, 0)}: the model's block size of {block} tokens less the prompt's {len(prompt)}")
     print(args.start, end="", flush=True)
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span tokens
     started, new = time.perf_counter(), []
@@ -132,7 +137,8 @@ def main(argv=None):
         if args.check:
             check(args)
         else:
-            generate(args)
+            with reader_may_leave():  # python -m tools.llama ... | head
+                generate(args)
 
 
 if __name__ == "__main__":
