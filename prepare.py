@@ -16,6 +16,10 @@ datasets need `pip install datasets`. --sft reads prompt/response pairs instead 
 loss mask beside the bins (tablefree/sft.py).
 """
 
+if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
+    from tablefree.startup import interrupt_quietly
+    interrupt_quietly("prepare.py")
+
 import argparse
 import binascii
 import hashlib

@@ -9,6 +9,10 @@
 The tokenizer travels inside the checkpoint, so no data directory or extra flag is needed.
 """
 
+if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
+    from tablefree.startup import interrupt_quietly
+    interrupt_quietly("sample.py")
+
 import argparse
 import codecs
 import math

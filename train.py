@@ -15,6 +15,10 @@ The settings below are the defaults; config files and --key=value override them.
 pure function of (seed, rank, step), so a resumed run repeats the interrupted one bit for bit.
 """
 
+if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
+    from tablefree.startup import interrupt_quietly
+    interrupt_quietly("train.py")
+
 import hashlib
 import math
 import sys

@@ -13,7 +13,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -34,6 +36,8 @@ def user_errors(script, interrupted=INTERRUPTED):
     Ctrl-C into one line saying what it left (`interrupted`), exit 1: never a traceback.
 
     Under torchrun every rank meets the same error; only rank 0 prints it."""
+    if threading.current_thread() is threading.main_thread():  # Ctrl-C is KeyboardInterrupt again (startup.py)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     except UserError as e:

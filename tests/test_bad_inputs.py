@@ -13,8 +13,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -567,3 +569,17 @@ def test_llama_check_fits_a_context_below_48_tokens(world):
     same, first, gaps = llama.check(llama.parse_args(["--gguf", str(world / "whole.gguf"), "--check",
                                                       str(world / "runs" / "good"), "--data_dir", str(world / "data")]))
     assert len(first) == 8 and all(0 <= f <= 16 for f in first) and len(gaps) == 8 - same
+
+
+@pytest.mark.parametrize("script", ["prepare", "train", "sample", "evaluate", "extend", "export", "llama", "plot"])
+def test_ctrl_c_while_a_script_starts_is_one_line(script, tmp_path):
+    """Ctrl-C 0.3 s in, while torch is still loading: one line and exit status 1, no traceback
+    (tablefree/startup.py), and nothing written in the folder it runs from."""
+    child = subprocess.Popen([sys.executable, *command(script), "--help"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    if child.returncode == 0:
+        pytest.skip(f"{script} finished its imports within 0.3 s here")
+    assert child.returncode == 1 and err == f"{script}.py: interrupted while starting; nothing was written\n", err

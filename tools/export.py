@@ -27,6 +27,10 @@ it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 wei
 multiply in integers (ternary.PackedTernaryLinear: at 2 bits in the C kernel, tablefree/kernel.py, or as int8).
 """
 
+if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
+    from tablefree.startup import interrupt_quietly
+    interrupt_quietly("export.py")
+
 import re
 import sys
 from pathlib import Path

@@ -31,6 +31,10 @@ Results: <name>.md and .json in the first run's folder (or --results_dir), one r
 over seeds per input.
 """
 
+if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
+    from tablefree.startup import interrupt_quietly
+    interrupt_quietly("extend.py")
+
 import heapq
 import math
 import statistics

@@ -8,6 +8,10 @@ at every log line, against the step, read from the log.jsonl train.py writes.
 matplotlib is an optional requirement (requirements-extras.txt).
 """
 
+if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
+    from tablefree.startup import interrupt_quietly
+    interrupt_quietly("plot.py")
+
 from pathlib import Path
 
 from tablefree.common import ArgumentParser, UserError, check_output, png_metadata, pyplot, user_errors, write_atomic
