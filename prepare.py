@@ -16,9 +16,8 @@ datasets need `pip install datasets`. --sft reads prompt/response pairs instead 
 loss mask beside the bins (tablefree/sft.py).
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("prepare.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "prepare.py")  # is one line, not a traceback
 
 import argparse
 import binascii

@@ -9,9 +9,8 @@
 The tokenizer travels inside the checkpoint, so no data directory or extra flag is needed.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("sample.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "sample.py")  # is one line, not a traceback
 
 import argparse
 import codecs

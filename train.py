@@ -15,9 +15,8 @@ The settings below are the defaults; config files and --key=value override them.
 pure function of (seed, rank, step), so a resumed run repeats the interrupted one bit for bit.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("train.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "train.py")  # is one line, not a traceback
 
 import hashlib
 import math
@@ -388,8 +387,7 @@ def require_finite_val(val_loss, iter_num):
 
 
 def skip_nonfinite(policy, loss, norm, iter_num, run):
-    """A step whose loss or gradient norm is not finite: stop with an error, or log that its update
-    was skipped."""
+    """A step whose loss or gradient norm is not finite: stop with an error, or log that its update was skipped."""
     what = f"training loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {norm} (loss {loss:.4f})"
     if policy == "stop":
         raise UserError(f"{what} at step {iter_num}; stopped before updating the weights, the last "

@@ -6,6 +6,8 @@ import signal
 import sys
 
 
-def interrupt_quietly(script):
-    """Ctrl-C from now until user_errors: one line naming script."""
-    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(f"{script}: interrupted while starting; nothing was written"))
+def interrupt_quietly(module, script):
+    """Ctrl-C from now until user_errors: one line naming script; where module (the caller's __name__) is
+    "__main__" only, so importing a script (the tests do) changes nothing."""
+    if module == "__main__":
+        signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(f"{script}: interrupted while starting; nothing was written"))

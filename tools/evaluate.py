@@ -22,9 +22,8 @@ The table goes to stdout, progress to stderr, everything to a JSON file (--out),
 line each to <out>-answers.jsonl beside it, from which each figure can be recomputed.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("evaluate.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "evaluate.py")  # is one line, not a traceback
 
 import json
 import sys

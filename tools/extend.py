@@ -31,9 +31,8 @@ Results: <name>.md and .json in the first run's folder (or --results_dir), one r
 over seeds per input.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("extend.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "extend.py")  # is one line, not a traceback
 
 import heapq
 import math

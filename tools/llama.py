@@ -13,9 +13,8 @@ checkpoint's dataset, 32 greedy tokens each, llama.cpp's (argmax of its logits) 
 (GPT.generate; a packed .ternary.pt decodes with integer matmuls), and how many agree.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("llama.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "llama.py")  # is one line, not a traceback
 
 import ast
 import codecs

@@ -8,9 +8,8 @@ at every log line, against the step, read from the log.jsonl train.py writes.
 matplotlib is an optional requirement (requirements-extras.txt).
 """
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load: one line, not a traceback
-    from tablefree.startup import interrupt_quietly
-    interrupt_quietly("plot.py")
+from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+interrupt_quietly(__name__, "plot.py")  # is one line, not a traceback
 
 from pathlib import Path
 
