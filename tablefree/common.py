@@ -266,8 +266,8 @@ def check_output(path, flag, own=None, ours=None, marked=None):
     """path, if a command may write it; else the one-line error naming the problem and `flag`.
 
     own=None: path is one file the command replaces. Refused: a folder; a file a run or a dataset
-    needs (a checkpoint, a log, a config.json in a run's folder, a dataset's bins, tokenizer or
-    meta.json); a file in a missing or read-only folder; an existing file that does not start
+    needs (a checkpoint, a log, a config.json in a run's folder); any file in a dataset's folder; a
+    file in a missing or read-only folder; an existing file that does not start
     with `ours` (written_by: a format's magic bytes, or the command whose mark its reports start
     with), which is the user's or another command's. own: path is a folder the command replaces
     whole, and own the names (fnmatch patterns) of the files it writes there. Refused besides: a
@@ -282,8 +282,10 @@ def check_output(path, flag, own=None, ours=None, marked=None):
         if path.is_dir():
             raise UserError(f"{path} is a folder; give {flag} a file path")
         work = holds_work(parent)
-        needed = RUN_FILES if work == "a run" else DATASET_FILES if work == "a dataset" else ()
-        if path.exists() and (path.name in MARKS or any(fnmatch.fnmatch(path.name, n) for n in needed)):
+        if work == "a dataset":  # it holds what prepare.py writes, nothing else: prepare --force replaces it whole
+            raise UserError(f"{parent} is a dataset's folder, which holds only what prepare.py writes; give {flag} "
+                            f"a file elsewhere")
+        if path.exists() and (path.name in MARKS or work and any(fnmatch.fnmatch(path.name, n) for n in RUN_FILES)):
             raise UserError(f"{path} belongs to {work or 'a run or a dataset'} and writing there would destroy it; "
                             f"give {flag} another file")
         if ours is not None and path.is_file() and not written_by(path, ours):

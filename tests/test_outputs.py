@@ -51,13 +51,14 @@ def test_check_output_refuses_what_a_run_or_a_dataset_needs(tmp_path):
     for name in ("meta.json", "train.bin", "val-00001.bin", "tokenizer.tiktoken", "notes.txt"):
         (data / name).write_text("x")
     for path in [run / "ckpt.pt", run / "log.jsonl", run / "config.json", data / "meta.json", data / "train.bin",
-                 data / "val-00001.bin", data / "tokenizer.tiktoken", tmp_path / "elsewhere" / "meta.json"]:
+                 data / "val-00001.bin", data / "tokenizer.tiktoken", data / "notes.txt", data / "new.json",
+                 tmp_path / "elsewhere" / "meta.json"]:
         path.parent.mkdir(exist_ok=True)
         path.touch()
-        with pytest.raises(UserError, match="belongs to|is not a writable folder"):
-            check_output(path, "--out")
+        with pytest.raises(UserError, match="belongs to|is a dataset's folder|is not a writable folder"):
+            check_output(path, "--out")  # a dataset's folder takes no file: prepare --force replaces it whole
     assert check_output(run / "eval.json", "--out") == run / "eval.json"  # a tool's own output: replaced
-    assert check_output(data / "notes.txt", "--out") and check_output(tmp_path / "new.json", "--out")
+    assert check_output(tmp_path / "new.json", "--out")
     with pytest.raises(UserError, match="run is a folder; give --out a file path"):
         check_output(run, "--out")
     with pytest.raises(UserError, match=r"holds a run \(ckpt.pt, config.json, eval.json, ...\)"):

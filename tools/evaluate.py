@@ -206,6 +206,9 @@ def evaluate(args):
     path = find_checkpoint(args.ckpt)
     out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out",
                        ours=COMMAND)
+    if out.suffix.lower() != ".json":
+        raise UserError(f"--out {out} is not a .json path; tools.evaluate writes its results as JSON (and a table to "
+                        f"stdout): give --out a name ending in .json")
     check_output(answers_path(out), "--out", ours=COMMAND)
     ckpt = load_checkpoint(path, "cpu")
     model = inference_model(ckpt).to(device).eval()
