@@ -11,10 +11,12 @@ import sample
 import train
 from conftest import TINY
 from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.data import read_meta, split_ids
 from tablefree.tokenizer import load_encoding
 from tools import export, llama
+from tools.gguf import write_gguf
 from tools.llamacpp import load_llama
 
 pytest.importorskip("gguf", reason="the GGUF writer is the gguf package: pip install -r requirements-extras.txt")
@@ -135,3 +137,14 @@ def test_a_flipped_tensor_byte_is_refused_not_run(runs, tmp_path, name):
         with pytest.raises(SystemExit) as error:
             llama.main(["--gguf", str(flipped), *argv])
         assert "flipped.gguf is damaged: its tensors are not the ones it was written with" in str(error.value)
+
+
+def test_a_weight_past_float16s_range_is_refused_not_written_as_inf(runs, tmp_path):
+    """--gguf_type F16 of a model with a weight of 1e6: one line naming the tensor and F32, no file."""
+    ckpt = load_checkpoint(runs / "learned")
+    model = build_model(ckpt)
+    with torch.no_grad():
+        model.h[0].mlp.c_fc.weight[0, 0] = 1e6
+    with pytest.raises(UserError, match=r"blk.0.ffn_up.weight holds weights past float16's range .*--gguf_type F32"):
+        write_gguf(model, ckpt, tmp_path / "x.gguf", "F16")
+    assert not (tmp_path / "x.gguf").exists()

@@ -137,7 +137,11 @@ def write_gguf(model, ckpt, out, gguf_type):
         if kind in BLOCK:  # bytes, (rows, blocks x block bytes): the writer reads the shape back from them
             stored.append((name, gguf.quants.quantize(data, qtype), qtype))
         else:
-            stored.append((name, data.astype(np.float16 if kind == "F16" else np.float32), None))
+            with np.errstate(over="ignore"):
+                stored.append((name, data.astype(np.float16 if kind == "F16" else np.float32), None))
+            if kind == "F16" and not np.isfinite(stored[-1][1]).all() and np.isfinite(data).all():
+                raise UserError(f"{name} holds weights past float16's range (|w| up to {np.abs(data).max():.3g}, float16 "
+                                f"ends at 65,504); export it with --gguf_type F32")
     with replacing(out) as tmp:
         writer = gguf.GGUFWriter(tmp, "gptneox")
         writer.add_name(f"tablefree GPT, input {config.input}, body {config.body}")
