@@ -113,6 +113,9 @@ def world(data_dir, tmp_path_factory):
     (runs / "blank" / "log.jsonl").write_text("")  # a run that has logged nothing yet
     shutil.copytree(data / "tiny", root / "garbled")  # a dataset whose rank file is not one
     (root / "garbled" / "tokenizer.tiktoken").write_text("not base64 at all\n")
+    shutil.copytree(data / "tiny", root / "cut")  # a dataset whose rank file lost its second half
+    lines = (data / "tiny" / "tokenizer.tiktoken").read_text().splitlines(keepends=True)
+    (root / "cut" / "tokenizer.tiktoken").write_text("".join(lines[:len(lines) // 2]))
     (runs / "zero").mkdir()
     (runs / "zero" / "ckpt.pt").write_bytes(b"")  # a 0-byte checkpoint (a full disk, a killed copy)
     shutil.copytree(data / "tiny", root / "data2" / "tiny")  # the run's dataset, prepared again since
@@ -238,6 +241,8 @@ CASES = [
     ("prepare", ["--tokenizer", "gpt2", "--vocab_size", "300"], "brings its own vocabulary; drop --vocab_size"),
     ("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/garbled", "--out_dir", "{data}",
                  "--name", "fromgarbled"], "cannot read the tokenizer"),
+    ("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/cut", "--out_dir", "{data}",
+                 "--name", "fromcut"], "short of the 300 its meta.json names (cut or edited)"),
     ("extend", ["--ckpt", "{runs}/good", "--name", ""], "--name must be a plain name"),
     ("train", [*TRAIN, "--n_head=3"], "must split into n_head=3 heads"),
     ("train", [*TRAIN, "--n_embd=8"], "n_embd=8 is narrower than the 9-bit code"),

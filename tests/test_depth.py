@@ -36,6 +36,7 @@ def test_depth_trend_by_hand():
     assert trend["at"][8] == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.slow  # a dozen train.py processes: a minute; CI runs the shape, the statistics and the trend
 def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     argv = ["--quick", "--dataset", "tiny", "--seeds", "1", "--data_dir", str(data_dir),
             "--runs_dir", str(tmp_path / "runs"), "--results_dir", str(tmp_path / "results")]
