@@ -148,3 +148,24 @@ def test_a_weight_past_float16s_range_is_refused_not_written_as_inf(runs, tmp_pa
     with pytest.raises(UserError, match=r"blk.0.ffn_up.weight holds weights past float16's range .*--gguf_type F32"):
         write_gguf(model, ckpt, tmp_path / "x.gguf", "F16")
     assert not (tmp_path / "x.gguf").exists()
+
+
+def test_a_flipped_bit_in_the_metadata_is_refused_not_run(runs, tmp_path):
+    """issue 65: the file's metadata (rope base, context length, norm epsilon, the merges) sits inside a
+    crc32 too; llama.cpp would run any of these flips with other logits and no word."""
+    from tools.gguf import gguf_package
+    path = runs / "binary" / "model.f32.gguf"
+    reader = gguf_package("the test").GGUFReader(path)
+    data = path.read_bytes()
+    at = {name: reader.fields[name].offset + sum(p.nbytes for p in reader.fields[name].parts[:-1])
+          for name in ("gptneox.rope.freq_base", "gptneox.context_length", "gptneox.attention.layer_norm_epsilon")}
+    at["a merge"] = data.index(reader.fields["tokenizer.ggml.merges"].contents()[0].encode())
+    del reader
+    assert llama.read_gguf(path)["tablefree.metadata_crc32"] != 0
+    for what, offset in at.items():
+        flipped = bytearray(data)
+        flipped[offset] ^= 0x04
+        (tmp_path / "flipped.gguf").write_bytes(bytes(flipped))
+        with pytest.raises(SystemExit) as error:
+            llama.main(["--gguf", str(tmp_path / "flipped.gguf"), "--start", "The crown"])
+        assert "flipped.gguf is damaged: its metadata" in str(error.value), what

@@ -32,6 +32,8 @@ the merges recovered from the ranks as hf.py does, end of text as BOS and EOS (n
 """
 
 
+import struct
+
 import numpy as np
 
 from model import BitLinear, absmean_ternary
@@ -40,7 +42,7 @@ from tablefree.common import UserError, replacing
 from tablefree.ternary import PackedTernaryLinear
 from tablefree.tokenizer import EOT, GPT2_PATTERN, parse_ranks
 from tools.hf import bias_or_zeros, bpe_merges, input_table, neox_head, spelled
-from tools.llamacpp import gguf_crc32, gguf_package
+from tools.llamacpp import METADATA_CRC, gguf_crc32, gguf_package, metadata_crc32
 
 FLOAT_TYPES = ("F32", "F16", "Q8_0")
 TERNARY_TYPES = ("TQ2_0", "TQ1_0")
@@ -152,6 +154,7 @@ def write_gguf(model, ckpt, out, gguf_type):
         writer.add_string("tablefree.model_config", repr(ckpt["model_config"]))
         writer.add_uint32("tablefree.weights_crc32", weights_id(ckpt))  # which weights: tools.llama --check
         writer.add_uint32("tablefree.tensors_crc32", gguf_crc32((name, data) for name, data, _ in stored))
+        writer.add_uint32(METADATA_CRC, 0)  # filled in below, once the metadata is bytes in the file
         writer.add_context_length(config.block_size)
         writer.add_embedding_length(config.n_embd)
         writer.add_block_count(config.n_layer)
@@ -178,7 +181,21 @@ def write_gguf(model, ckpt, out, gguf_type):
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
+        seal_metadata(tmp)
     return out
+
+
+def seal_metadata(path):
+    """Write the crc32 of a GGUF file's metadata as stored (llamacpp.metadata_crc32) into its own field:
+    a flipped bit in any key or value (the rope base, the context length, a merge) is then an error
+    at load (llamacpp.read_gguf), not a model that runs otherwise."""
+    reader = gguf_package("--format gguf").GGUFReader(path)
+    field = reader.fields[METADATA_CRC]
+    at, crc = field.offset + sum(part.nbytes for part in field.parts[:-1]), metadata_crc32(reader)
+    del reader  # its memory map, before the file is written
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(struct.pack("<I", crc))
 
 
 def table_note(config):

@@ -47,6 +47,10 @@ def read_gguf(path):
     if saved is not None and gguf_crc32((t.name, t.data) for t in reader.tensors) != saved:
         raise UserError(f"{path} is damaged: its tensors are not the ones it was written with (crc32 differs); "
                         f"export it again")
+    saved = fields.get(METADATA_CRC)  # None: a file written before 2026-12-05
+    if saved is not None and metadata_crc32(reader) != saved:
+        raise UserError(f"{path} is damaged: its metadata (the model's settings, its tokenizer) is not what it was "
+                        f"written with (crc32 differs); export it again")
     return fields
 
 
@@ -58,6 +62,19 @@ def gguf_crc32(named_arrays):
     for name, data in named_arrays:
         crc = zlib.crc32(name.encode(), crc)
         crc = zlib.crc32(np.ascontiguousarray(data).view(np.uint8), crc)
+    return crc
+
+
+METADATA_CRC = "tablefree.metadata_crc32"
+
+
+def metadata_crc32(reader):
+    """crc32 of a GGUF file's metadata as stored: every field's key, type and value bytes in file order,
+    the header's counts included, all but this field's own value."""
+    crc = 0
+    for name, field in reader.fields.items():
+        for part in field.parts[:-1] if name == METADATA_CRC else field.parts:
+            crc = zlib.crc32(np.ascontiguousarray(part).view(np.uint8), crc)
     return crc
 
 
