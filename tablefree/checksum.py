@@ -8,11 +8,14 @@ import zlib
 import torch
 
 
-def tensors_sha256(rest, layers):
-    """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order):
-    written with the file and checked when it is read, so flipped bytes are an error, not nan."""
+def tensors_sha256(rest, layers, described=None):
+    """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order) and
+    of what describes them (described: its model_config and tokenizer, by repr; files written before
+    2026-12-05 cover the weights alone): written with the file and checked when it is read, so flipped
+    bytes are an error, not nan, and an edited setting or token is not a model that runs otherwise."""
     digest = hashlib.sha256()
-    items = [*rest.items(), *((f"{name}.{key}", value) for name, layer in layers.items() for key, value in layer.items())]
+    items = [*rest.items(), *((f"{name}.{key}", value) for name, layer in layers.items() for key, value in layer.items()),
+             *(described or {}).items()]
     for name, value in sorted(items, key=lambda item: item[0]):
         digest.update(name.encode())
         if isinstance(value, torch.Tensor):

@@ -35,7 +35,13 @@ def packed_ternary(model, ckpt):
             for name, t in model.state_dict().items() if name not in packed_names | tied_head(model.config)}
     return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
             "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
-            "sha256": tensors_sha256(rest, layers), "source_crc32": weights_id(ckpt)}
+            "sha256": tensors_sha256(rest, layers, described(ckpt)), "sha256_covers": "config and tokenizer",
+            "source_crc32": weights_id(ckpt)}
+
+
+def described(ckpt):
+    """What a packed file's sha256 covers beside its weights: its model config and tokenizer."""
+    return {"model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"]}
 
 
 def tied_head(config):

@@ -34,7 +34,7 @@ from tablefree.checkpoint import save_checkpoint
 from tablefree.checksum import state_crc32, tensors_sha256
 from tablefree.common import pyplot
 from tablefree.configurator import resolve
-from tablefree.packed import packed_ternary
+from tablefree.packed import described, packed_ternary
 from tools import evaluate, export, extend, llama, plot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +164,7 @@ def world(data_dir, tmp_path_factory):
     flipped["model"]["lm_head.weight"].view(torch.uint8)[:4] ^= 0xFF  # four bytes flipped: sha256 differs
     torch.save(flipped, runs / "flipped.ternary.pt")
     packed["ternary"]["h.0.mlp.c_fc"]["packed"][0, 0] = 0b11  # a code no weight has, in a file whose sha256 agrees
-    packed["sha256"] = tensors_sha256(packed["model"], packed["ternary"])
+    packed["sha256"] = tensors_sha256(packed["model"], packed["ternary"], described(packed))
     torch.save(packed, runs / "bad.ternary.pt")
     torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
     torch.save(torch.ones(300, 64), root / "flat.pt")  # every row equal: one code for every token

@@ -14,7 +14,7 @@ from tablefree.checkpoint import load_checkpoint
 from tablefree.checksum import tensors_sha256, weights_id
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.packed import inference_model, packed_ternary
+from tablefree.packed import described, inference_model, packed_ternary
 from tablefree.rundir import read_log
 from tablefree.ternary import PackedTernaryLinear, pack_ternary, unpack_ternary
 from tools import export
@@ -131,9 +131,14 @@ def test_corrupt_or_foreign_exports_are_one_line_errors(tmp_path):
     torch.save(bad, tmp_path / "flipped.pt")
     with pytest.raises(UserError, match="flipped.pt is damaged.*sha256 differs"):  # not the weights it was written with
         load_checkpoint(tmp_path / "flipped.pt")
-    bad["sha256"] = tensors_sha256(bad["model"], bad["ternary"])  # damaged before its checksum was taken
+    bad["sha256"] = tensors_sha256(bad["model"], bad["ternary"], described(bad))  # damaged before its checksum was taken
     with pytest.raises(UserError, match="unused code 11; the file is corrupt"):
         inference_model(bad)
+    for edited in ({"model_config": {**contents["model_config"], "rope_base": 13.0}},  # issue 65: both ran, otherwise
+                   {"tokenizer": {**contents["tokenizer"], "ranks": "IHRoZQ== 0\n"}}):  # " the" as token 0
+        torch.save({**contents, **edited}, tmp_path / "edited.pt")
+        with pytest.raises(UserError, match="edited.pt is damaged: the packed file's weights, config or tokenizer"):
+            load_checkpoint(tmp_path / "edited.pt")
     other = {**contents, "model_config": {**contents["model_config"], "n_embd": 32}}
     with pytest.raises(UserError, match="do not fit its model config"):
         inference_model(other)
