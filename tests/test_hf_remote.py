@@ -14,7 +14,9 @@ from model import GPT, GPTConfig
 from tablefree.data import read_meta
 from tablefree.packed import inference_model, packed_ternary
 from tablefree.tokenizer import load_encoding, tokenizer_state
-from tools.hf import export_hf
+from tablefree.common import UserError
+from tools import export
+from tools.hf import export_hf, verify
 
 transformers = pytest.importorskip("transformers", reason="the folder is read by transformers: requirements-extras.txt")
 KINDS = [(name, head, body) for name in ("learned", "binary", "affine", "kronecker", "frozen")
@@ -135,3 +137,27 @@ def test_the_real_harness_scores_a_remote_code_folder_as_our_scorer(data_dir, tm
         for metric in ("acc", "acc_norm"):
             assert theirs["results"][task].get(metric) == ours["results"][task].get(metric), (task, metric)
     assert theirs["results"]["lambada"]["ppl"] == pytest.approx(ours["results"]["lambada"]["ppl"], rel=1e-4)
+
+
+def test_a_changed_file_is_refused_at_load_and_found_by_verify(data_dir, tmp_path, capsys):
+    """issue 65: tablefree.json's sha256 of every file. An edited config.json (rope_base 13 loaded and ran)
+    stops the remote-code model's from_pretrained in one line; `tools.export --verify` finds it, and a
+    flipped weight byte in a GPT-NeoX folder (which loads without our code), and says so when all is well."""
+    _, model, ckpt = trained_like(data_dir, "binary", "untied", "float")
+    folder, _ = export_hf(model, ckpt, tmp_path / "hf", remote=True)
+    export.main(["--verify", str(folder)])
+    assert capsys.readouterr().out == f"{folder}: all 8 files are the ones tools.export wrote (sha256 in tablefree.json)\n"
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "rope_base": 13.0}))
+    with pytest.raises(ValueError, match="config.json is not the file tools.export wrote"):
+        transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    with pytest.raises(UserError, match="is not as tools.export wrote it: config.json changed or missing, nothing added"):
+        verify(folder)
+    neox, _ = export_hf(model, ckpt, tmp_path / "neox")
+    weights = bytearray((neox / "model.safetensors").read_bytes())
+    weights[-3] ^= 0x01
+    (neox / "model.safetensors").write_bytes(bytes(weights))
+    (neox / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as error:
+        export.main(["--verify", str(neox)])
+    assert "model.safetensors changed or missing, notes.txt added; export it again" in str(error.value)

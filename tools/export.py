@@ -40,7 +40,7 @@ from tablefree.checkpoint import find_checkpoint, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic, writing
 from tablefree.packed import FORMAT, inference_model, packed_ternary
 from tools.gguf import FLOAT_TYPES, TERNARY_TYPES, write_gguf
-from tools.hf import export_hf
+from tools.hf import export_hf, verify
 
 # What an earlier export of each file format starts with: torch.save's zip whose first entry, the
 # pickle, names our format; a GGUF header whose first keys name our input.
@@ -59,8 +59,13 @@ def main(argv=None):
                    "GPT-NeoX holds the model (loaded with trust_remote_code=True)")
     p.add_argument("--out", help="the folder (hf) or file (ternary, gguf) to write (default: hf/, model.ternary.pt "
                    "or model.<type>.gguf beside the checkpoint)")
+    p.add_argument("--verify", metavar="FOLDER", help="check an hf export's files against its tablefree.json, and "
+                   "write nothing")
     with user_errors("export.py"):
         args = p.parse_args(argv)
+        if args.verify:
+            print(verify(args.verify))
+            return
         ckpt = load_checkpoint(args.ckpt)
         model = inference_model(ckpt)
         fmt = args.format or ("hf" if model.config.body == "float" else "ternary")

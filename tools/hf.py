@@ -170,6 +170,9 @@ arXiv:2605.29459).
 Rotary over the whole head (GPT-NeoX's rotate-half layout), LayerNorm eps 1e-5, exact GELU, a
 sequential residual, an untied output head; biases this model lacks are zeros. The tokenizer
 is our byte-level BPE, encoding as tiktoken does; end of text is id {eot}.
+
+tablefree.json lists the sha256 of every file here: `python -m tools.export --verify FOLDER` (in a
+tablefree checkout) checks that none has changed since the export.
 """
 
 
@@ -203,7 +206,9 @@ model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)  # 
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # transformers 5 reads the config first
 ```
 
-modeling_tablefree.py imports torch and transformers only (written for transformers 5.24). The codes: A. Bochkov, "Language Models
+tablefree.json lists the sha256 of every file here: the model checks them when it loads from this
+folder, and `python -m tools.export --verify FOLDER` (in a tablefree checkout) checks them without
+loading. modeling_tablefree.py imports torch and transformers only (written for transformers 5.24). The codes: A. Bochkov, "Language Models
 Without a Trainable Input Embedding Table: Learning from Fixed Minimal Binary Token Codes" (2026,
 arXiv:2605.09751); frozen sign-PCA codes read back as the head, with a ternary body: the frozen-code
 paper (one table of codes in and out, as in Gemma 3 270M's tied table); Kronecker Embeddings (2026,
@@ -276,6 +281,24 @@ def export_hf(model, ckpt, out, flag="--out", remote=False):
         why = f"GPT-NeoX cannot hold it: {cannot}" if cannot else "asked with --remote_code"
         return out, f"a tablefree folder with its own modelling file (load with trust_remote_code=True): {why}"
     return out, "a GPT-NeoX folder (transformers loads it without remote code)"
+
+
+def verify(folder):
+    """`python -m tools.export --verify FOLDER`: every file an hf export wrote is still the one it wrote
+    (tablefree.json's sha256), and nothing is missing or added; the one line that says so, or a UserError."""
+    folder = Path(folder)
+    try:
+        sums = json.loads((folder / "tablefree.json").read_text())["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{folder} has no readable tablefree.json, so it is not a folder tools.export wrote (or that "
+                        f"file is damaged); export it again") from None
+    changed = [name for name, digest in sums.items()
+               if not (folder / name).is_file() or hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]
+    added = sorted(f.name for f in folder.iterdir() if f.name not in sums and f.name != "tablefree.json")
+    if changed or added:
+        raise UserError(f"{folder} is not as tools.export wrote it: {', '.join(changed[:3]) or 'nothing'} changed or "
+                        f"missing, {', '.join(added[:3]) or 'nothing'} added; export it again")
+    return f"{folder}: all {len(sums)} files are the ones tools.export wrote (sha256 in tablefree.json)"
 
 
 def write_manifest(tmp):

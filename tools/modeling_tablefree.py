@@ -12,7 +12,10 @@ bytes, nothing for binary; a ternary body's weights in their 2-bit packing with 
 (tablefree/ternary.py's pack_ternary), unpacked once, at the first forward.
 """
 
+import hashlib
+import json
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -196,9 +199,32 @@ class CodeHead(nn.Module):
         return torch.cat(logits, dim=-1) + self.bias  # (B, T, V)
 
 
+def verify_folder(folder):
+    """Refuse a folder whose files are not the ones tools.export wrote: tablefree.json lists the sha256 of
+    each (the same check as `python -m tools.export --verify FOLDER`). A folder without it: nothing to check."""
+    manifest = os.path.join(folder, "tablefree.json")
+    if not os.path.isfile(manifest):
+        return
+    with open(manifest) as f:
+        sums = json.load(f)["sha256"]
+    for name, digest in sums.items():
+        path = os.path.join(folder, name)
+        with open(path, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() != digest:
+                raise ValueError(f"{path} is not the file tools.export wrote (its sha256 differs from tablefree.json's): "
+                                 f"the folder was changed; export it again")
+
+
 class TablefreeForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = TablefreeConfig
     _supports_cache_class = True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' from_pretrained, after every file of a local folder is checked (verify_folder)."""
+        if os.path.isdir(str(pretrained_model_name_or_path)):
+            verify_folder(str(pretrained_model_name_or_path))
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def __init__(self, config):
         super().__init__(config)
