@@ -254,7 +254,8 @@ def test_two_trainings_in_one_folder_give_one_clear_refusal(data_dir, tmp_path):
     run_in_process(data_dir, tmp_path, "--init_from=resume", "--max_iters=8")  # free again
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("delay", [pytest.param(0.0, marks=pytest.mark.slow), 0.3,  # 0 and 1 s: -m slow (20 s each)
+                                   pytest.param(1.0, marks=pytest.mark.slow)])
 def test_two_processes_started_apart_one_trains_the_other_refuses(data_dir, tmp_path, delay):
     """Two new runs into one out_dir, or two resumes of one run, started `delay` s apart: one trains, the other
     is refused in one line naming the first's pid before it reads or writes anything; the run is whole."""

@@ -40,6 +40,7 @@ def test_only_finished_runs_and_reports_are_kept_and_restore_never_overwrites(tm
     assert not (fresh / "out-fairness" / "learned-seed0" / "ckpt.pt").exists()
 
 
+@pytest.mark.slow  # train.py processes twice over: 40 s; CI runs keep's save and restore rules
 def test_a_fresh_checkout_reads_the_kept_runs_and_retrains_only_what_it_needs(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(extension, "BASE", [f"--data_dir={data_dir}", "--dataset=tiny", *TINY, "--max_iters=4",
                                             "--lr_decay_iters=4", "--eval_interval=4"])
