@@ -54,6 +54,7 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     assert all(r["tok_s"] > 0 and 0 < r["first_token_ms"] < 1000 * r["seconds"] for r in generate)
 
 
+@pytest.mark.slow  # two quick benchmark sections: 20 s; CI checks the report's parts
 def test_a_section_measured_again_replaces_only_itself(tmp_path):
     out = tmp_path / "B.md"
     out.write_text(markdown("python -m experiments.bench", "# Benchmarks\n\n`python -m experiments.bench --sections NAME` "

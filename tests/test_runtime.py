@@ -84,6 +84,7 @@ def test_logits_and_greedy_tokens_equal_the_torch_packed_path(kind, tmp_path):
         assert errors[-2] <= bound and errors[-1] <= 1e-3, (flags, errors[-3:])
 
 
+@pytest.mark.slow  # 8 kinds, 40 steps each: 25 s; CI checks the float16 cache's tokens in every build (test_portable)
 def test_a_float16_cache_keeps_the_greedy_tokens_and_the_logits_near(tmp_path):
     """--kv_cache f16 rounds each key and value once to float16: the logits stay within 1% of their
     range of the torch path's (float32 throughout; measured: 0.01% to 0.7% on these random models,
