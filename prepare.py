@@ -69,11 +69,12 @@ def build_tokenizer(args, stream, directory):
         except (OSError, ValueError, binascii.Error) as e:
             raise UserError(f"cannot read the tokenizer {path} ({type(e).__name__}); prepare {args.tokenizer_from} "
                             f"again, or give --tokenizer_from another prepared dataset") from None
-        ids, reserved = set(ranks.values()), set(info.get("reserved_ids", []))
-        if not ids or max(ids) + 1 < info["eot_id"] - 1 or len(ids) != max(ids) + 1 - len(reserved & set(range(max(ids)))):
+        ids, top = set(ranks.values()), max(ranks.values(), default=-1)  # every id 0 .. top but the reserved ones,
+        holes = sum(r < top for r in info.get("reserved_ids", []))       # and top just below end-of-text
+        if not ids or top + 1 < info["eot_id"] - 1 or len(ids) != top + 1 - holes:
             raise UserError(f"{path} holds {len(ranks):,} tokens, short of the {info['vocab_size']:,} its meta.json "
                             f"names (cut or edited); prepare {args.tokenizer_from} again, or give --tokenizer_from "
-                            f"another prepared dataset")  # every id below end-of-text but the reserved ones
+                            f"another prepared dataset")
         (directory / "tokenizer.tiktoken").write_bytes(text)
         return {**info, "file": "tokenizer.tiktoken"}, ranks
     try:

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tablefree.build import X86, build
+from tablefree.build import X86, build, flag_sets
 from tablefree.common import UserError
 
 SOURCE = Path(__file__).parent / "kernel.c"  # also #included by run.c, the runtime
@@ -71,12 +71,11 @@ def _build():
     Elsewhere torch's int8 matmul, vectorized for that CPU, is faster than the kernel's plain C loops."""
     if os.environ.get("TABLEFREE_KERNEL", "1") == "0":
         return None, "torch._int_mm (int8 weights in memory): TABLEFREE_KERNEL=0"
-    x86 = X86.get(torch.backends.cpu.get_cpu_capability())
-    if x86 is None:
+    if torch.backends.cpu.get_cpu_capability() not in X86:
         return None, "torch._int_mm (int8 weights in memory): this CPU has no AVX2"
-    try:
+    try:  # build.py's x86 flag sets only, with OpenMP first
         library, how = build(SOURCE, "the 2-bit kernel", "torch's int8 path serves instead", shared=True,
-                             sets=[["-O3", *x86, "-fopenmp"], ["-O3", *x86]])
+                             sets=[flags for flags in flag_sets() if "-mavx2" in flags])
     except UserError as e:
         return None, f"torch._int_mm (int8 weights in memory): {e}"
     lib = ctypes.CDLL(str(library))

@@ -31,7 +31,7 @@ from tablefree.checksum import weights_id
 from tablefree.common import ArgumentParser, UserError, reader_may_leave, require, require_utf8, user_errors
 from tablefree.data import read_meta, split_ids
 from tablefree.packed import inference_model
-from tools.llamacpp import greedy, load_llama, read_gguf
+from tools.llamacpp import block_size, greedy, load_llama, read_gguf
 
 PROMPT_TOKENS, NEW_TOKENS = 16, 32  # --check's prompts and continuations
 MAX_PROMPTS = 256  # --check's: a few seconds each on a CPU
@@ -67,7 +67,7 @@ def generate(args):
     require(len(prompt) >= 1, "--start", args.start, "text that has at least one token")
     # the prompt and every new token within the model's block size (llama.cpp's own context is rounded up past
     # it, and has no window to restart: beyond block_size the model would see positions it never trained on)
-    block = read_gguf(args.gguf)["gptneox.context_length"]
+    block = block_size(llm)
     room = block - len(prompt)
     require(args.max_new_tokens <= room, "--max_new_tokens", args.max_new_tokens,
             f"at most {max(room, 0)}: the model's block size of {block} tokens less the prompt's {len(prompt)}")

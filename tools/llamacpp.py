@@ -99,6 +99,13 @@ def load_llama(path, threads, logits_all=False, seed=0):
         raise UserError(f"llama.cpp could not load {path} ({e}); export it again") from None
 
 
+def block_size(llm):
+    """The context the loaded model was trained for (its gptneox.context_length: our block_size), which
+    llm.n_ctx() exceeds where llama.cpp rounded its own context up."""
+    import llama_cpp  # load_llama has imported it
+    return llama_cpp.llama_model_n_ctx_train(llm.model)
+
+
 def greedy(llm, prompt, max_new_tokens):
     """Extend prompt (ids) greedily in llama.cpp, one token at a time with its KV cache: the new ids.
     (llm needs logits_all: the argmax is taken here, as GPT.generate takes it.)"""
