@@ -136,7 +136,8 @@ def encode_to_bins(pieces, info, ranks, directory, dtype, shard_tokens, max_toke
     splits = {}
     for split, writer in writers.items():
         if writer.bytes == 0:
-            raise UserError(f"the {split} split is empty; give more text or change --val_fraction")
+            raise UserError(f"the {split} split is empty; give more text (more documents or files), or "
+                            f"{'raise' if split == 'val' else 'lower'} --val_fraction")
         writer.finish()
         splits[split] = {"files": writer.files, "tokens": writer.tokens, "bytes": writer.bytes}
     return splits, digest.hexdigest()

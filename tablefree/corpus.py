@@ -15,6 +15,7 @@ import glob
 import hashlib
 import html
 import json
+import math
 import os
 import re
 import subprocess
@@ -180,10 +181,15 @@ def text_pieces(path):
 
 def tail_split(path, val_fraction):
     """(split, piece, ends) of one file: val starts after the first newline at or after (1 - f) of its bytes."""
-    cut = int(os.path.getsize(path) * (1 - val_fraction))
-    seen, split = 0, "train"
+    size = os.path.getsize(path)
+    if size == 0:
+        raise UserError(f"{path} is empty; give a file with text")
+    cut = int(size * (1 - val_fraction))
+    seen, split, last_start = 0, "train", 0  # last_start: the byte offset of the last line's start
     for piece in text_pieces(path):
         raw = piece.encode("utf-8")
+        newline = raw.rfind(b"\n", 0, size - seen - 1)  # the last one before the file's last byte
+        last_start = seen + newline + 1 if newline != -1 else last_start
         if split == "train" and seen + len(raw) > cut:  # the cut falls in this piece
             line = piece.find("\n", len(raw[:cut - seen].decode("utf-8", "ignore")))
             at = len(piece) if line == -1 else line + 1
@@ -191,7 +197,20 @@ def tail_split(path, val_fraction):
             split, piece = "val", piece[at:]
         yield split, piece, False
         seen += len(raw)
-    yield split, "", True  # end of the last document (val's, or train's if val is empty)
+    if last_start <= cut:  # val starts after the cut, at a line start: the fix is a larger fraction or more lines
+        fix = f"give --val_fraction {fraction_before(last_start, size)} or more" if last_start \
+            else "give it more than one line"
+        raise UserError(f"{path}'s val split would be empty: val is the text after the first line start in its last "
+                        f"{val_fraction:g} of bytes, and no line starts there; {fix}")
+    yield split, "", True  # end of the last document (val's)
+
+
+def fraction_before(start, size):
+    """The shortest decimal --val_fraction f whose cut int(size * (1 - f)) falls before byte `start`."""
+    for digits in range(2, 17):
+        f = (math.floor((size - start) * 10 ** digits / size) + 1) / 10 ** digits  # just above 1 - start/size
+        if f < 1 and int(size * (1 - f)) < start:
+            return f"{f:g}"
 
 
 def doc_split(docs, val_fraction):

@@ -194,8 +194,23 @@ def test_undecodable_and_empty_inputs(tmp_path):
     with pytest.raises(UserError, match="not valid UTF-8 .near byte 3."):
         run(tmp_path, "--input", str(tmp_path / "latin1.txt"))
     (tmp_path / "empty.txt").write_text("")
-    with pytest.raises(UserError, match="split is empty"):
-        run(tmp_path, "--input", str(tmp_path / "empty.txt"), "--tokenizer", "gpt2")
+    with pytest.raises(UserError, match="empty.txt is empty; give a file with text"):
+        run(tmp_path, "--input", str(tmp_path / "empty.txt"))
+
+
+def test_a_file_with_no_line_in_its_val_part_names_a_fix_that_works(tmp_path):
+    """val starts at a line start in the file's last --val_fraction: one line has none, and a file whose
+    last line is long has none in its last 10%; the fraction the error suggests is followed here."""
+    (tmp_path / "one.txt").write_text("to be or not to be " * 20)
+    with pytest.raises(UserError, match="one.txt's val split would be empty: .*; give it more than one line"):
+        run(tmp_path, "--input", str(tmp_path / "one.txt"), "--vocab_size", "259")
+    (tmp_path / "two.txt").write_text("to be or not to be\n" + "that is the question " * 10)  # line 2 starts at byte 19
+    with pytest.raises(UserError, match=r"two.txt's val split would be empty: .*; give --val_fraction 0.92 or more") as e:
+        run(tmp_path, "--input", str(tmp_path / "two.txt"), "--vocab_size", "259")
+    fraction = re.search(r"--val_fraction (\S+)", str(e.value)).group(1)
+    run(tmp_path, "--input", str(tmp_path / "two.txt"), "--vocab_size", "259", "--val_fraction", fraction)
+    meta = json.loads((tmp_path / "data" / "two" / "meta.json").read_text())
+    assert meta["splits"]["val"]["bytes"] == 210  # the whole second line
 
 
 def test_id_dtype():
