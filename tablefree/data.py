@@ -39,8 +39,10 @@ class Dataset:
         self.meta = read_meta(self.path)
         self.vocab_size = self.meta["vocab_size"]
         if vocab_size and vocab_size != self.vocab_size:
-            raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; prepare the "
-                            f"data with --vocab_size {vocab_size} (or drop --vocab_size to take the data's)")
+            can_prepare = self.meta["tokenizer"]["name"] == "bpe" and 259 <= vocab_size <= 1 << 24  # prepare.py's BPE
+            raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; drop --vocab_size to "
+                            f"take the data's" + (f", or prepare the data with --vocab_size {vocab_size}" if can_prepare
+                                                  else ""))
         self.splits = {split: open_split(self.path, self.meta, split) for split in ("train", "val")}
         self.masks = {split: open_masks(self.path, self.meta, split, shards, block_size)  # SFT's, else None
                       for split, shards in self.splits.items()}

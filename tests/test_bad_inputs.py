@@ -314,7 +314,9 @@ CASES = [
     ("evaluate", ["--ckpt", "{runs}/flipped.ternary.pt", "--tasks", "spelling", "--out", "{root}/e.json"],
      "sha256 differs"),
     # settings whose useful range only the data tells
-    ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; prepare the data with --vocab_size 512"),
+    ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; drop --vocab_size to take the data's, or prepare the "
+     "data with --vocab_size 512"),
+    ("train", [*TRAIN, "--vocab_size=100"], "has 300 tokens; drop --vocab_size to take the data's$"),  # prepare needs 259+
     ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width must be at least 0, not -1"),
     ("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"),
     ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; drop --init_from"),
@@ -488,7 +490,7 @@ def test_bad_input_is_one_line_and_changes_nothing(world, script, argv, message,
         SCRIPTS[script].main(argv)
     text = str(exit.value)
     assert exit.value.code not in (0, None)
-    assert text.startswith(f"{script}.py: error: ") and "\n" not in text and message in text, text
+    assert text.startswith(f"{script}.py: error: ") and "\n" not in text and message in text + "$", text  # $: the end
     assert capsys.readouterr().err == ""  # nothing else: no traceback, no usage block
     assert snapshot(world) == before
     assert not (world / "pwned").exists()

@@ -190,7 +190,8 @@ def extend_run(path, args):
     merges = learn_merges(enc, ranks, info["pattern"], first, args.new_tokens)
     if len(merges) < args.new_tokens:  # every adjacent pair inside a chunk of the held-out half is merged
         raise UserError(f"the held-out text gives only {len(merges):,} new words, not --new_tokens {args.new_tokens:,}; "
-                        f"give --new_tokens {len(merges)} or fewer")
+                        + (f"give --new_tokens {len(merges)} or fewer" if merges else
+                           "extend a run whose dataset holds more held-out text"))
     new_enc = extended_encoding(info, ranks, merges)
     pieces = old_pieces(ranks, merges)
     counts = token_counts(directory, meta, "train")
