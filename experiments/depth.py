@@ -177,8 +177,8 @@ def report(command, info, summary, params, depths):
     lines += ["", f"The table is {100 * learned['input'] / learned['trainable']:.1f}% of the learned model at {deepest} "
                   f"layers (the paper: {100 * PAPER['table_share']:.1f}%).", "",
               "| layers | input | seeds | val loss | val ppl | val bits/byte | ppl spread | ppl vs learned (paired) | "
-              "bits/byte vs learned (paired) | steps to learned's final loss | wall per run |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "bits/byte vs learned (paired) | steps to learned's final loss | wall per run | at its median step |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for depth in depths:
         for arm, s in summary["depths"][depth].items():
             t, pp, pb = s.get("steps_to_learned"), s.get("paired_ppl"), s.get("paired_bpb")
@@ -188,7 +188,8 @@ def report(command, info, summary, params, depths):
             bpb_gap = f"{pb['mean']:+.4f} ± {pb['stderr']:.4f}" if pb else ""
             lines.append(f"| {depth} | {arm} | {s['seeds']} | {cell(s['val_loss'], s['val_loss_std'])} | "
                          f"{cell(s['val_ppl'], s['val_ppl_std'], 3)} | {cell(s['val_bpb'], s['val_bpb_std'])} | "
-                         f"{100 * s['spread']:.1f}% | {ppl_gap} | {bpb_gap} | {reach} | {s['wall_s'] / 60:.1f} min |")
+                         f"{100 * s['spread']:.1f}% | {ppl_gap} | {bpb_gap} | {reach} | {s['wall_s'] / 60:.1f} min | "
+                         f"{s['steady_s'] / 60:.1f} min |")
     trend = summary["trend"]
     lines += ["", f"Beside the paper ({PAPER['depth']} layers): perplexity learned {PAPER['ppl']['learned']}, binary "
                   f"{PAPER['ppl']['binary']} ({100 * PAPER['vs_learned']['binary']:+.1f}%), affine "
@@ -229,6 +230,7 @@ def plot(summary, depths, path, command):
     gaps.set(xscale="log", xlabel="layers", ylabel="bits/byte gap", title="Binary's gap to the table against depth")
     for axis in (bpb, gaps):
         axis.set_xticks(depths, [str(d) for d in depths])
+        axis.set_xticks([], minor=True)  # a log axis's own minor labels (2 x 10^1) would overlap 32
     save_figure(fig, (bpb, gaps), path, command)
     plt.close(fig)
 

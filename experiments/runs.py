@@ -10,6 +10,7 @@ evaluation interval of one run.
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -103,6 +104,8 @@ def read_run(directory):
             "tokens": s["max_iters"] * s["gradient_accumulation_steps"] * s["batch_size"] * s["block_size"],
             "trainable": config["params"]["trainable"], "input_params": config["params"]["input"],
             "wall_s": final["elapsed_s"], "curve": [[r["iter"], r["val_loss"]] for r in evals],
+            # the run's length at its median logged step: its wall time less pauses (a stopped queue) and restarts
+            "steady_s": s["max_iters"] * statistics.median([r["ms"] for r in log if "ms" in r] or [0]) / 1000,
             "norms": [[r["iter"], r["norms"]] for r in evals if r.get("norms")],  # logged since 2026-12-01
             "code_quality": config.get("code_quality"),
             "skipped": [r["iter"] - 1 for r in log if "skipped" in r]}  # steps not applied (--nonfinite=skip)

@@ -33,7 +33,7 @@ def summarize(runs):
             "val_bpb": bpb, "val_bpb_std": bpb_std,
             "spread": (max(r["val_ppl"] for r in rs) - min(r["val_ppl"] for r in rs)) / ppl,
             "trainable": rs[0]["trainable"], "input_params": rs[0]["input_params"], "tokens": rs[0]["tokens"],
-            "wall_s": statistics.mean(r["wall_s"] for r in rs),
+            "wall_s": statistics.mean(r["wall_s"] for r in rs), "steady_s": statistics.mean(r["steady_s"] for r in rs),
             "skipped": [r["skipped"] for r in rs],  # per seed, the steps whose update was skipped
         }
         if all(r.get("norms") for r in rs):  # {part: [mean norm at the first evaluation, at the last]}, over seeds

@@ -12,7 +12,7 @@ from model import INPUTS
 
 def fake_run(loss, trainable=1000, input_params=0):
     return {"val_loss": loss, "val_ppl": math.exp(loss), "val_bpb": 1.0, "tokens": 4096, "trainable": trainable,
-            "input_params": input_params, "wall_s": 60.0, "curve": [[0, 5.0], [10, loss]], "skipped": []}
+            "input_params": input_params, "wall_s": 60.0, "steady_s": 50.0, "curve": [[0, 5.0], [10, loss]], "skipped": []}
 
 
 def test_summary_arithmetic():
