@@ -35,8 +35,8 @@ from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_ou
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.data import read_meta
 from tablefree.sft import describe_bad, write_sft
-from tablefree.tokenizer import (GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, reserved_ids, save_ranks,
-                                 train_bpe)
+from tablefree.tokenizer import (BPE_SIZES, GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, reserved_ids,
+                                 save_ranks, train_bpe)
 
 def train_texts(args, stream):
     """What the BPE learns from: the training split only, at most --bpe_chars of it."""
@@ -188,7 +188,7 @@ def parse_args(argv=None):
         raise UserError(f"--tokenizer_from {args.tokenizer_from} is a run, not a prepared dataset; give the dataset it "
                         f"trained on: --tokenizer_from {run_dataset(args.tokenizer_from)}")
     args.vocab_size = 1024 if args.vocab_size is None else args.vocab_size
-    require(259 <= args.vocab_size <= 1 << 24, "--vocab_size", args.vocab_size,  # before any file or allocation
+    require(args.vocab_size in BPE_SIZES, "--vocab_size", args.vocab_size,  # before any file or allocation
             "from 259 (a reserved id 0, 256 bytes, 1 merge, end of text) to 16,777,216")
     require(args.bpe_chars >= 1, "--bpe_chars", args.bpe_chars, "at least 1")
     args.bpe_chars = int(args.bpe_chars)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from model import GPT, GPTConfig
-from tablefree.checksum import state_crc32, tensors_sha256
+from tablefree.checksum import SHA256_COVERS, described, state_crc32, tensors_sha256
 from tablefree.common import UserError, write_atomic
 
 CKPT_NAME = "ckpt.pt"
@@ -83,9 +83,9 @@ def verify(ckpt, path):
         raise UserError(f"{path} is damaged: its {what} are not the ones it was saved with (crc32 differs); "
                         f"restore it from a copy, or train again")
     ckpt.pop("crc32_covers", None)
-    covers = ckpt.get("sha256_covers") == "config and tokenizer"  # else a file from before 2026-12-05: weights only
-    described = {"model_config": ckpt.get("model_config"), "tokenizer": ckpt.get("tokenizer")} if covers else None
-    if "ternary" in ckpt and "sha256" in ckpt and tensors_sha256(ckpt["model"], ckpt["ternary"], described) != ckpt["sha256"]:
+    covers = ckpt.get("sha256_covers") == SHA256_COVERS  # else a file from before 2026-12-05: weights only
+    if "ternary" in ckpt and "sha256" in ckpt and \
+            tensors_sha256(ckpt["model"], ckpt["ternary"], described(ckpt) if covers else None) != ckpt["sha256"]:
         raise UserError(f"{path} is damaged: the packed file's {'weights, config or tokenizer' if covers else 'weights'} "
                         f"are not the ones it was written with (sha256 differs); export it again from its checkpoint")
     bad = [name for name, t in ckpt["model"].items()

@@ -8,6 +8,14 @@ import zlib
 import torch
 
 
+SHA256_COVERS = "config and tokenizer"  # a packed file's "sha256_covers": what its sha256 covers beside the weights
+
+
+def described(ckpt):
+    """What a packed file's sha256 covers beside its weights (SHA256_COVERS): its model config and tokenizer."""
+    return {"model_config": ckpt.get("model_config"), "tokenizer": ckpt.get("tokenizer")}
+
+
 def tensors_sha256(rest, layers, described=None):
     """sha256 of a packed file's weights (every tensor's name, dtype, shape and bytes, in name order) and
     of what describes them (described: its model_config and tokenizer, by repr; files written before

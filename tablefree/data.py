@@ -14,7 +14,7 @@ import torch
 
 from codes import constant_ids
 from tablefree.common import UserError
-from tablefree.tokenizer import load_encoding, tokenizer_state, vocab_bytes
+from tablefree.tokenizer import BPE_SIZES, load_encoding, tokenizer_state, vocab_bytes
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
@@ -39,7 +39,7 @@ class Dataset:
         self.meta = read_meta(self.path)
         self.vocab_size = self.meta["vocab_size"]
         if vocab_size and vocab_size != self.vocab_size:
-            can_prepare = self.meta["tokenizer"]["name"] == "bpe" and 259 <= vocab_size <= 1 << 24  # prepare.py's BPE
+            can_prepare = self.meta["tokenizer"]["name"] == "bpe" and vocab_size in BPE_SIZES
             raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; drop --vocab_size to "
                             f"take the data's" + (f", or prepare the data with --vocab_size {vocab_size}" if can_prepare
                                                   else ""))

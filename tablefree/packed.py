@@ -11,7 +11,7 @@ import torch
 from model import GPT, BitLinear, GPTConfig, Rotary, absmean_ternary, make_input
 from tablefree import kernel
 from tablefree.checkpoint import build_model, weights_misfit
-from tablefree.checksum import tensors_sha256, weights_id
+from tablefree.checksum import SHA256_COVERS, described, tensors_sha256, weights_id
 from tablefree.common import UserError
 from tablefree.ternary import PackedTernaryLinear, pack_ternary
 
@@ -35,13 +35,8 @@ def packed_ternary(model, ckpt):
             for name, t in model.state_dict().items() if name not in packed_names | tied_head(model.config)}
     return {"format": FORMAT, "model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"],
             "settings": ckpt.get("settings", {}), "iter_num": ckpt.get("iter_num", 0), "model": rest, "ternary": layers,
-            "sha256": tensors_sha256(rest, layers, described(ckpt)), "sha256_covers": "config and tokenizer",
+            "sha256": tensors_sha256(rest, layers, described(ckpt)), "sha256_covers": SHA256_COVERS,
             "source_crc32": weights_id(ckpt)}
-
-
-def described(ckpt):
-    """What a packed file's sha256 covers beside its weights: its model config and tokenizer."""
-    return {"model_config": ckpt["model_config"], "tokenizer": ckpt["tokenizer"]}
 
 
 def tied_head(config):

@@ -15,6 +15,7 @@ import tiktoken
 from tablefree.common import UserError
 
 EOT = "<|endoftext|>"
+BPE_SIZES = range(259, (1 << 24) + 1)  # prepare.py's --vocab_size: from id 0, 256 bytes, 1 merge and end of text
 # GPT-2's pre-tokenization split; HF's ByteLevel pre-tokenizer uses the same expression,
 # which is what lets a BPE trained by `tokenizers` be replayed exactly by tiktoken.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

@@ -31,10 +31,10 @@ from conftest import TINY, flip_tensor_byte
 from experiments import bench, compare
 from model import GPT, GPTConfig
 from tablefree.checkpoint import save_checkpoint
-from tablefree.checksum import state_crc32, tensors_sha256
+from tablefree.checksum import described, state_crc32, tensors_sha256
 from tablefree.common import pyplot
 from tablefree.configurator import resolve
-from tablefree.packed import described, packed_ternary
+from tablefree.packed import packed_ternary
 from tools import evaluate, export, extend, llama, plot
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,10 +11,10 @@ import train
 from conftest import TINY
 from model import GPT, BitLinear, GPTConfig, TernaryProduct, absmax_int8, absmean_ternary
 from tablefree.checkpoint import load_checkpoint
-from tablefree.checksum import tensors_sha256, weights_id
+from tablefree.checksum import described, tensors_sha256, weights_id
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.packed import described, inference_model, packed_ternary
+from tablefree.packed import inference_model, packed_ternary
 from tablefree.rundir import read_log
 from tablefree.ternary import PackedTernaryLinear, pack_ternary, unpack_ternary
 from tools import export
