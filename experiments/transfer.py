@@ -147,7 +147,8 @@ def summarize_transfer(made):
     sets = {"body": 1, "heldout": 2}
     arms = {}
     for arm in ARMS:
-        a = arms[arm] = {"seeds": len(made[arm]), "wall_s": statistics.mean(r[0]["wall_s"] for r in made[arm])}
+        a = arms[arm] = {"seeds": len(made[arm]), "wall_s": statistics.mean(r[0]["wall_s"] for r in made[arm]),
+                         "steady_s": statistics.mean(r[0]["steady_s"] for r in made[arm])}
         for name, i in sets.items():
             for key in ("loss", "bpb"):
                 values = [r[i]["val"][key] for r in made[arm]]
@@ -182,15 +183,20 @@ def report(command, info, summary, params, shares, args):
         trained = p["trainable"] - (p["input"] if arm == "frozen-float@source" else 0)  # a rate of 0 moves nothing
         lines.append(f"| {arm} | {p['trainable']:,} | {trained:,} | {p['input']:,} | {p['body']:,} | {p['head']:,} |")
     lines += ["", "| arm | body loss | body bits/byte | held-out loss | held-out bits/byte | held-out loss vs "
-                  "control | held-out loss vs learned+tied@source | body loss vs control | wall per run |",
-              "|---|---|---|---|---|---|---|---|---|"]
+                  "control | held-out loss vs learned+tied@source | body loss vs control | wall per run | at its "
+                  "median step |", "|---|---|---|---|---|---|---|---|---|---|"]
     for arm in ARMS:
         a = arms[arm]
         lines.append(f"| {arm} | {a['body_loss']:.4f} ± {a['body_loss_std']:.4f} | {a['body_bpb']:.4f} ± "
                      f"{a['body_bpb_std']:.4f} | {a['heldout_loss']:.4f} ± {a['heldout_loss_std']:.4f} | "
                      f"{a['heldout_bpb']:.4f} ± {a['heldout_bpb_std']:.4f} | {gap_cell(arm, CONTROL, 'heldout_loss', arms)} | "
                      f"{gap_cell(arm, 'learned+tied@source', 'heldout_loss', arms)} | "
-                     f"{gap_cell(arm, CONTROL, 'body_loss', arms)} | {a['wall_s'] / 60:.1f} min |")
+                     f"{gap_cell(arm, CONTROL, 'body_loss', arms)} | {a['wall_s'] / 60:.1f} min | "
+                     f"{a['steady_s'] / 60:.1f} min |")
+    runs, hours = sum(arms[arm]["seeds"] for arm in ARMS), {
+        key: sum(arms[arm][key] * arms[arm]["seeds"] for arm in ARMS) / 3600 for key in ("steady_s", "wall_s")}
+    lines += ["", f"The {runs} runs: {hours['steady_s']:.1f} lane-hours at their median step times ({hours['wall_s']:.1f} "
+                  "by their wall clocks, which also count the queue's pauses and restarts)."]
     for name, title in (("heldout", "the held-out domain"), ("body", "the bodies' own held-out text")):
         lines += ["", f"Loss (nats) on {title} by the target's count in the bodies' training split, rarest first "
                       "(mean over seeds; n: held-out targets):", "",

@@ -89,6 +89,8 @@ def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     assert set(results["shares"]) == {"1", "10", "100"}
     md = (tmp_path / "results" / "transfer.md").read_text()
     assert "| frozen-float@source |" in md and "new words from the held-out articles" in md
+    hours = sum(run["run"]["steady_s"] for rows in results["runs"].values() for run in rows) / 3600
+    assert f"The 5 runs: {hours:.1f} lane-hours at their median step times" in md
     assert (tmp_path / "results" / "transfer.png").exists()
     transfer.main(argv)  # everything kept: nothing trained, scored or extended again
     out = capsys.readouterr().out
