@@ -33,7 +33,7 @@ import torch
 
 from experiments.runs import (ROOT, made_free_first, results_files, run_arguments, run_dir, runs_root, save_figure,
                               train_run, train_settings, write_results)
-from experiments.stats import paired, summarize
+from experiments.stats import lane_hours, lane_hours_line, paired, summarize
 from model import GPT
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import ArgumentParser, UserError, pyplot, require, user_errors, write_atomic
@@ -150,6 +150,7 @@ def summarize_depth(made, depths):
         bpb_gaps[depth] = [r["val_bpb"] - l["val_bpb"] for r, l in zip(runs["binary"], runs["learned"])]
         out["depths"][depth] = summary
     out["trend"] = depth_trend(depths, bpb_gaps)
+    out["lane_hours"] = lane_hours(r for depth in depths for rows in made[depth].values() for r, _ in rows)
     return out
 
 
@@ -191,7 +192,8 @@ def report(command, info, summary, params, depths):
                          f"{100 * s['spread']:.1f}% | {ppl_gap} | {bpb_gap} | {reach} | {s['wall_s'] / 60:.1f} min | "
                          f"{s['steady_s'] / 60:.1f} min |")
     trend = summary["trend"]
-    lines += ["", f"Beside the paper ({PAPER['depth']} layers): perplexity learned {PAPER['ppl']['learned']}, binary "
+    lines += ["", lane_hours_line(summary["lane_hours"]), "",
+              f"Beside the paper ({PAPER['depth']} layers): perplexity learned {PAPER['ppl']['learned']}, binary "
                   f"{PAPER['ppl']['binary']} ({100 * PAPER['vs_learned']['binary']:+.1f}%), affine "
                   f"{PAPER['ppl']['affine']} ({100 * PAPER['vs_learned']['affine']:+.1f}%), a seed-to-seed spread of "
                   f"{100 * PAPER['spread']:.1f}%.", "",

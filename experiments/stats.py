@@ -15,6 +15,19 @@ def mean_std(values):
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
+def lane_hours(runs):
+    """A study's cost, one queue lane a run, from read_run(...)s: {runs, the hours at their median step
+    times (steady), the hours by their wall clocks (wall: a stopped queue counts too)}."""
+    runs = list(runs)
+    return {"runs": len(runs), **{key: sum(r[f"{key}_s"] for r in runs) / 3600 for key in ("steady", "wall")}}
+
+
+def lane_hours_line(hours):
+    """lane_hours's sentence, as a study's report gives it."""
+    return (f"The {hours['runs']} runs: {hours['steady']:.1f} lane-hours at their median step times ({hours['wall']:.1f} "
+            "by their wall clocks, which also count the queue's pauses and restarts).")
+
+
 def summarize(runs):
     """Per-kind statistics over seeds, each kind against its control (control()) and a variant
     against its input without it.

@@ -44,7 +44,7 @@ import torch
 
 from experiments.runs import (ROOT, evaluated, extend, made_free_first, results_files, run_arguments, run_dir, runs_root,
                               save_figure, train_run, train_settings, write_results)
-from experiments.stats import bucket_rows, mean_std, paired
+from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired
 from experiments.stats import rare_gap as stats_rare_gap
 from model import GPT
 from tablefree.checkpoint import model_state, save_checkpoint
@@ -161,7 +161,8 @@ def summarize_transfer(made):
     buckets = {name: bucket_table(made, i) for name, i in sets.items()}
     rare = {name: {arm: {base: rare_gap(rows, arm, base) for base in (CONTROL, "learned+tied@source")}
                    for arm in ARMS} for name, rows in buckets.items()}
-    return {"arms": arms, "buckets": buckets, "rare_gap": rare}
+    return {"arms": arms, "buckets": buckets, "rare_gap": rare,
+            "lane_hours": lane_hours(r[0] for rows in made.values() for r in rows)}
 
 
 def gap_cell(arm, base, key, arms):
@@ -193,10 +194,7 @@ def report(command, info, summary, params, shares, args):
                      f"{gap_cell(arm, 'learned+tied@source', 'heldout_loss', arms)} | "
                      f"{gap_cell(arm, CONTROL, 'body_loss', arms)} | {a['wall_s'] / 60:.1f} min | "
                      f"{a['steady_s'] / 60:.1f} min |")
-    runs, hours = sum(arms[arm]["seeds"] for arm in ARMS), {
-        key: sum(arms[arm][key] * arms[arm]["seeds"] for arm in ARMS) / 3600 for key in ("steady_s", "wall_s")}
-    lines += ["", f"The {runs} runs: {hours['steady_s']:.1f} lane-hours at their median step times ({hours['wall_s']:.1f} "
-                  "by their wall clocks, which also count the queue's pauses and restarts)."]
+    lines += ["", lane_hours_line(summary["lane_hours"])]
     for name, title in (("heldout", "the held-out domain"), ("body", "the bodies' own held-out text")):
         lines += ["", f"Loss (nats) on {title} by the target's count in the bodies' training split, rarest first "
                       "(mean over seeds; n: held-out targets):", "",

@@ -6,13 +6,22 @@ import math
 import pytest
 
 from conftest import TINY
-from experiments import compare
+from experiments import compare, stats
 from model import INPUTS
 
 
 def fake_run(loss, trainable=1000, input_params=0):
     return {"val_loss": loss, "val_ppl": math.exp(loss), "val_bpb": 1.0, "tokens": 4096, "trainable": trainable,
             "input_params": input_params, "wall_s": 60.0, "steady_s": 50.0, "curve": [[0, 5.0], [10, loss]], "skipped": []}
+
+
+def test_lane_hours_by_hand():
+    """A study's cost line: the runs' lengths at their median step and by their wall clocks, summed, in hours."""
+    runs = [{**fake_run(4.0), "steady_s": 1800.0, "wall_s": 3600.0}, {**fake_run(4.1), "steady_s": 5400.0, "wall_s": 7200.0}]
+    assert stats.lane_hours(runs) == {"runs": 2, "steady": 2.0, "wall": 3.0}
+    assert stats.lane_hours_line(stats.lane_hours(runs)) == (
+        "The 2 runs: 2.0 lane-hours at their median step times (3.0 by their wall clocks, which also count the queue's "
+        "pauses and restarts).")
 
 
 def test_summary_arithmetic():

@@ -58,7 +58,7 @@ def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     config = json.loads((tmp_path / "runs" / "affine-L3-seed0" / "config.json").read_text())
     assert config["model"]["n_layer"] == 3 and config["model"]["input"] == "affine"
     md = (tmp_path / "results" / "depth.md").read_text()
-    assert "per doubling of depth" in md and "ran to the end: no update lost" in md
+    assert "per doubling of depth" in md and "ran to the end: no update lost" in md and "The 7 runs: " in md
     assert (tmp_path / "results" / "depth.png").exists()
     depth.main(argv)  # everything kept: nothing trained again
     assert "training in" not in capsys.readouterr().out
