@@ -29,15 +29,12 @@ import json
 import statistics
 import sys
 
-import numpy as np
-
 from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, results_files,
                               run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings,
-                              write_results)
+                              write_results, write_table)
 from experiments.stats import bucket_rows, gap, mean_std, summarize
 from experiments.stats import rare_gap as stats_rare_gap
-from tablefree.checkpoint import load_checkpoint
-from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, pyplot, require, user_errors
 from tablefree.device import machine, measured_on
 from tablefree.diagnostics import describe_quality
 
@@ -59,12 +56,6 @@ def long_table(root):
     codes from, kept (experiments/keep.py) where the source's checkpoint is not, so a new machine
     never trains the longest run again for it."""
     return long_source(root) / "table.npy"
-
-
-def write_table(directory, path):
-    """The finished run's input table (its checkpoint's wte.weight) to path, atomically."""
-    table = load_checkpoint(directory)["model"]["wte.weight"].float().numpy()
-    write_atomic(path, lambda f: np.save(f, table))
 
 
 def run_list(seeds, root):

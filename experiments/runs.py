@@ -21,10 +21,11 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
+import numpy as np
 import torch
 
 from model import GPT, INPUTS
-from tablefree.checkpoint import CKPT_NAME
+from tablefree.checkpoint import CKPT_NAME, load_checkpoint
 from tablefree.rundir import read_log
 from tablefree.common import (UserError, check_output, holds_work, json_report, markdown, plain_name, png_metadata,
                               write_atomic)
@@ -133,6 +134,14 @@ def control(kind):
 def is_kind(kind):  # an input, and a variant this module knows
     name, _, variant = kind.partition("+")
     return name in INPUTS and (variant == "" or variant in VARIANTS)
+
+
+def write_table(directory, path):
+    """The finished run's input table (its checkpoint's wte.weight, V x n_embd float32) to path (.npy),
+    atomically: what a frozen run derives its codes from, small enough to be kept (experiments/keep.py)
+    where the checkpoint is not, so a new machine need not train the run again for its codes."""
+    table = load_checkpoint(directory)["model"]["wte.weight"].float().numpy()
+    write_atomic(path, lambda f: np.save(f, table))
 
 
 def run_arguments(settings, kind, seed, root, source=None):

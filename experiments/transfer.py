@@ -43,7 +43,8 @@ import numpy as np
 import torch
 
 from experiments.runs import (ROOT, evaluated, extend, made_free_first, results_files, run_arguments, run_dir, runs_root,
-                              save_figure, train_run, train_settings, write_results)
+                              save_figure, train_run, train_settings, write_results,
+                              write_table)
 from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired
 from experiments.stats import rare_gap as stats_rare_gap
 from model import GPT
@@ -73,10 +74,15 @@ def count_shares(counts, edges=EDGES):
 def arm_arguments(settings, arm, seed, root, source):
     """train.py's arguments an arm adds: its input and head, its codes' source, a frozen table's rate."""
     if arm.startswith("frozen+codes"):
-        codes = source if arm.endswith("@source") else run_dir(root, CONTROL, seed)
+        codes = source if arm.endswith("@source") else control_table(root, seed)
         return run_arguments(settings, "frozen+codes", seed, root, codes)
     lr = ["--input_lr_scale=0"] if arm == "frozen-float@source" else []  # AdamW moves nothing at rate 0
     return [*run_arguments(settings, CONTROL, seed, root), *lr]
+
+
+def control_table(root, seed):
+    """The control's tied table (.npy) after its run: frozen+codes@control's codes are derived from it."""
+    return run_dir(root, CONTROL, seed) / "table.npy"
 
 
 def write_start(path, argv, table, data):
@@ -101,7 +107,8 @@ def write_start(path, argv, table, data):
 def make_runs(argv, settings, args, root, cell):
     """{arm: [(read_run, body scores, held-out scores, the extension row) per seed]}: each run trained (or
     read), scored on both held-out sets and extended while its checkpoint is at hand. A frozen+codes@control
-    run makes its control first (which waits while another process makes it)."""
+    run makes its control first (which waits while another process makes it) and reads the control's table,
+    kept where its checkpoint is not (control_table)."""
     steps, data = settings["max_iters"], Dataset(args.data_dir, args.dataset, settings["block_size"])
     items = [(arm, s) for arm in ARMS for s in range(args.seeds)]
     heldout = ["--dataset", args.heldout, "--counts_from", args.dataset]
@@ -119,8 +126,11 @@ def make_runs(argv, settings, args, root, cell):
         if arm in STARTED:
             start = root / "starts" / f"{arm}-seed{seed}"
             write_start(start, arm_argv, args.source_table, data)
-        needed = not done(arm, seed) or (arm == CONTROL and not done("frozen+codes@control", seed))
-        run = train_run(arm_argv, directory, steps, f"{arm}, seed {seed}", start=str(start), checkpoint=needed)
+        table = arm == CONTROL and not control_table(root, seed).exists()
+        run = train_run(arm_argv, directory, steps, f"{arm}, seed {seed}", start=str(start),
+                        checkpoint=table or not done(arm, seed))
+        if table:
+            write_table(directory, control_table(root, seed))
         body = evaluated(directory, steps, ["val", "rare_tokens"], args.data_dir)
         held = evaluated(directory, steps, ["val", "rare_tokens"], args.data_dir, heldout, name="eval-heldout")
         return run, body, held, extend(directory, arm, seed, cell, root, args.data_dir, ["--dataset", args.heldout])

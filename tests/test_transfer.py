@@ -81,7 +81,9 @@ def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     coded = json.loads((runs / "frozen+codes@source-seed0" / "config.json").read_text())
     assert coded["model"]["codes_from"] == str(tmp_path / "table.npy")
     control = json.loads((runs / "frozen+codes@control-seed0" / "config.json").read_text())
-    assert control["model"]["codes_from"] == str(runs / "learned+tied-seed0")
+    assert control["model"]["codes_from"] == str(runs / "learned+tied-seed0" / "table.npy")  # kept: no checkpoint needed
+    assert torch.equal(torch.from_numpy(np.load(runs / "learned+tied-seed0" / "table.npy")),
+                       load_checkpoint(runs / "learned+tied-seed0")["model"]["wte.weight"])
     arms = results["summary"]["arms"]
     tied, source = (results["runs"][a][0] for a in ("learned+tied", "learned+tied@source"))
     assert arms["learned+tied@source"]["vs"]["learned+tied"]["heldout_loss"]["mean"] == pytest.approx(
@@ -92,6 +94,8 @@ def test_quick_study_end_to_end_and_kept(data_dir, tmp_path, capsys):
     hours = sum(run["run"]["steady_s"] for rows in results["runs"].values() for run in rows) / 3600
     assert f"The 5 runs: {hours:.1f} lane-hours at their median step times" in md
     assert (tmp_path / "results" / "transfer.png").exists()
+    for ckpt in runs.glob("*/ckpt.pt"):  # a new machine with the kept files (experiments/keep.py keeps no checkpoint)
+        ckpt.unlink()
     transfer.main(argv)  # everything kept: nothing trained, scored or extended again
     out = capsys.readouterr().out
     assert "training in" not in out and "adding" not in out and "scoring" not in out
