@@ -2,7 +2,8 @@
 probe): the best build the compiler and the CPU allow, kept in a cache keyed by the sources and flags.
 
     compiler   $CC, else the first of gcc, clang and cc on PATH
-    x86 paths  -mavx2 -mfma -mf16c where torch finds AVX2; -mavx512f -mavx512bw too where it finds AVX-512
+    x86 paths  -mavx2 -mfma -mf16c where torch finds AVX2; -mavx512f -mavx512bw too where it finds AVX-512,
+               and -mavx512vl -mavx512vnni where Linux lists avx512_vnni (the ternary sums' int8 dot)
     threads    -fopenmp where the compiler has it (Apple's clang has not): else one thread, same results
 
 Every kernel is plain C99 first (tablefree/kernel.c), so the flags only add speed: the sets are tried
@@ -21,6 +22,7 @@ import torch
 from tablefree.common import UserError
 
 X86 = {"AVX2": ["-mavx2", "-mfma", "-mf16c"], "AVX512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw"]}
+VNNI = ["-mavx512vl", "-mavx512vnni"]  # with AVX512's: vpdpbusd (kernel.c's VNNI)
 
 
 def cache_dir():
@@ -34,16 +36,28 @@ def compiler():
     return next((path for path in map(shutil.which, names) if path), None)
 
 
+def x86_flags():
+    """The x86 paths this CPU runs, as compiler flags ([] on another CPU). torch names AVX2 and AVX-512;
+    VNNI, which torch does not tell apart, from Linux's list of the CPU's features (elsewhere not used)."""
+    flags = X86.get(torch.backends.cpu.get_cpu_capability(), [])
+    try:
+        features = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        features = []
+    return flags + VNNI if "-mavx512f" in flags and {"avx512_vnni", "avx512vl"} <= set(features) else flags
+
+
 def flag_sets():
     """The flags to try, fastest first: this CPU's x86 paths with and without OpenMP, then plain C."""
-    x86 = X86.get(torch.backends.cpu.get_cpu_capability(), [])
+    x86 = x86_flags()
     sets = [[*x86, "-fopenmp"], x86, ["-fopenmp"], []]
     return [["-O3", *s] for i, s in enumerate(sets) if s not in sets[:i]]
 
 
 def describe(cc, flags):
     """One line: which compiler, which paths, how many threads."""
-    paths = "AVX-512" if "-mavx512f" in flags else "AVX2" if "-mavx2" in flags else "plain C"
+    paths = ("AVX-512 VNNI" if "-mavx512vnni" in flags else "AVX-512" if "-mavx512f" in flags
+             else "AVX2" if "-mavx2" in flags else "plain C")
     return f"{Path(cc).name}, {paths}, {'OpenMP' if '-fopenmp' in flags else 'one thread'}"
 
 

@@ -20,6 +20,11 @@
 #else
 #define X86 0
 #endif
+#if X86 && defined(__AVX512VNNI__) && defined(__AVX512VL__)  /* -mavx512vnni -mavx512vl: Ice Lake, Zen 4 and later */
+#define VNNI 1
+#else
+#define VNNI 0
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -101,7 +106,17 @@ static inline int32_t hsum_epi32(__m256i v) {  /* the sum of a register's eight 
    x86: per 128 weights four maddubs of (W + 1) by x give int16 pairs of magnitude <= 2 * 2 * 128 = 512;
    the four are added in int16 (<= 2,048, far from 32,767), then one madd widens them into int32. */
 static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) {
-#if X86
+#if VNNI  /* vpdpbusd adds the four u8 x s8 products of each int32 lane into it: one instruction, no int16 step */
+    const __m256i mask = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    for (int b = 0; b < in; b += 128) {
+        __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
+        for (int s = 0; s < 4; s++)
+            acc = _mm256_dpbusd_epi32(acc, _mm256_and_si256(_mm256_srli_epi16(packed, 2 * s), mask),
+                                      _mm256_loadu_si256((const __m256i *)(xs + b + 32 * s)));
+    }
+    return hsum_epi32(acc);
+#elif X86
     const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
     __m256i acc = _mm256_setzero_si256();
     for (int b = 0; b < in; b += 128) {
@@ -130,8 +145,22 @@ static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) 
    registers, where ternary_dot unpacks them again for every row. The int16 pairs add up over four blocks
    of 128 weights (16 maddubs, |sum| <= 16 * 512 = 8,192 < 32,767) before they widen into int32. */
 static inline void ternary_dot4(const uint8_t *row, const int8_t *xs, int64_t stride, int in, int32_t *out) {
-    const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
+    const __m256i mask = _mm256_set1_epi8(3);
     const int8_t *x0 = xs, *x1 = xs + stride, *x2 = xs + 2 * stride, *x3 = xs + 3 * stride;
+#if VNNI  /* each product straight into the int32 sums (ternary_dot's vpdpbusd) */
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (int b = 0; b < in; b += 128) {
+        __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
+        for (int i = b; i < b + 128; i += 32) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(packed, (i - b) / 16), mask);
+            a0 = _mm256_dpbusd_epi32(a0, q, _mm256_loadu_si256((const __m256i *)(x0 + i)));
+            a1 = _mm256_dpbusd_epi32(a1, q, _mm256_loadu_si256((const __m256i *)(x1 + i)));
+            a2 = _mm256_dpbusd_epi32(a2, q, _mm256_loadu_si256((const __m256i *)(x2 + i)));
+            a3 = _mm256_dpbusd_epi32(a3, q, _mm256_loadu_si256((const __m256i *)(x3 + i)));
+        }
+    }
+#else
+    const __m256i ones16 = _mm256_set1_epi16(1);
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;  /* int32 sums: twelve registers in all */
     for (int b = 0; b < in;) {
         __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;  /* int16 pairs */
@@ -148,6 +177,7 @@ static inline void ternary_dot4(const uint8_t *row, const int8_t *xs, int64_t st
         a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, ones16)), a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones16));
         a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones16)), a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(p3, ones16));
     }
+#endif
     out[0] = hsum_epi32(a0), out[1] = hsum_epi32(a1), out[2] = hsum_epi32(a2), out[3] = hsum_epi32(a3);
 }
 #endif
