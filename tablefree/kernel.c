@@ -139,28 +139,33 @@ static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) 
 #endif
 }
 
-#if X86
-/* ternary_dot for four rows of x at once (row r at xs + r * stride): out[r] = sum_i (W[o][i] + 1) x_r[i].
-   A prompt's matrix product: each 32 weights are unpacked once and multiplied into all four rows, from
-   registers, where ternary_dot unpacks them again for every row. The int16 pairs add up over four blocks
-   of 128 weights (16 maddubs, |sum| <= 16 * 512 = 8,192 < 32,767) before they widen into int32. */
-static inline void ternary_dot4(const uint8_t *row, const int8_t *xs, int64_t stride, int in, int32_t *out) {
+#if VNNI
+#define ROWS 8  /* rows of x a prompt's product takes at once: eight int32 sums of 32 AVX-512 registers */
+/* ternary_dot for ROWS rows of x at once (row r at xs + r * stride): out[r] = sum_i (W[o][i] + 1) x_r[i].
+   A prompt's matrix product: each 32 weights are unpacked once and multiplied into every row, from
+   registers, where ternary_dot unpacks them again for every row; vpdpbusd adds straight into int32. */
+static inline void ternary_rows(const uint8_t *row, const int8_t *xs, int64_t stride, int in, int32_t *out) {
     const __m256i mask = _mm256_set1_epi8(3);
-    const int8_t *x0 = xs, *x1 = xs + stride, *x2 = xs + 2 * stride, *x3 = xs + 3 * stride;
-#if VNNI  /* each product straight into the int32 sums (ternary_dot's vpdpbusd) */
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    __m256i acc[ROWS];
+    for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_si256();
     for (int b = 0; b < in; b += 128) {
         __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
-        for (int i = b; i < b + 128; i += 32) {
+        for (int i = b; i < b + 128; i += 32) {  /* weights i .. i + 31, each W + 1 */
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(packed, (i - b) / 16), mask);
-            a0 = _mm256_dpbusd_epi32(a0, q, _mm256_loadu_si256((const __m256i *)(x0 + i)));
-            a1 = _mm256_dpbusd_epi32(a1, q, _mm256_loadu_si256((const __m256i *)(x1 + i)));
-            a2 = _mm256_dpbusd_epi32(a2, q, _mm256_loadu_si256((const __m256i *)(x2 + i)));
-            a3 = _mm256_dpbusd_epi32(a3, q, _mm256_loadu_si256((const __m256i *)(x3 + i)));
+            for (int r = 0; r < ROWS; r++)
+                acc[r] = _mm256_dpbusd_epi32(acc[r], q, _mm256_loadu_si256((const __m256i *)(xs + r * stride + i)));
         }
     }
-#else
-    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int r = 0; r < ROWS; r++) out[r] = hsum_epi32(acc[r]);
+}
+#elif X86
+#define ROWS 4  /* sixteen AVX2 registers: four rows' int32 sums and int16 pairs (eight spill: measured slower) */
+/* ternary_dot for four rows of x at once (row r at xs + r * stride), as above but without vpdpbusd: the
+   int16 pairs add up over four blocks of 128 weights (16 maddubs, |sum| <= 16 * 512 = 8,192 < 32,767)
+   before they widen into int32. */
+static inline void ternary_rows(const uint8_t *row, const int8_t *xs, int64_t stride, int in, int32_t *out) {
+    const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
+    const int8_t *x0 = xs, *x1 = xs + stride, *x2 = xs + 2 * stride, *x3 = xs + 3 * stride;
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;  /* int32 sums: twelve registers in all */
     for (int b = 0; b < in;) {
         __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;  /* int16 pairs */
@@ -177,22 +182,21 @@ static inline void ternary_dot4(const uint8_t *row, const int8_t *xs, int64_t st
         a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, ones16)), a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones16));
         a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones16)), a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(p3, ones16));
     }
-#endif
     out[0] = hsum_epi32(a0), out[1] = hsum_epi32(a1), out[2] = hsum_epi32(a2), out[3] = hsum_epi32(a3);
 }
 #endif
 
 /* sums[n][o] = sum_i W[o][i] x[n][i] (sums: (N, out)) for every row n of x (N, in) and the rows o = lo ..
-   hi - 1 of W, given xsum[n] = sum_i x[n][i]. Rows of x four at a time on the x86 path: their 4 in bytes
-   stay in L1 while the rows of W stream past (each byte used for four rows); then one at a time. */
+   hi - 1 of W, given xsum[n] = sum_i x[n][i]. Rows of x ROWS at a time on the x86 path: their ROWS in bytes
+   stay in L1 while the rows of W stream past (each byte used for ROWS rows); then one at a time. */
 static void ternary_block(const int8_t *x, const uint8_t *w, const int32_t *xsum, int32_t *sums, int N, int in,
                           int out, int lo, int hi) {
     int n = 0;
 #if X86
-    for (int32_t four[4]; n + 4 <= N; n += 4)
+    for (int32_t some[ROWS]; n + ROWS <= N; n += ROWS)
         for (int o = lo; o < hi; o++) {
-            ternary_dot4(w + (int64_t)o * (in / 4), x + (int64_t)n * in, in, in, four);
-            for (int r = 0; r < 4; r++) sums[(int64_t)(n + r) * out + o] = four[r] - xsum[n + r];
+            ternary_rows(w + (int64_t)o * (in / 4), x + (int64_t)n * in, in, in, some);
+            for (int r = 0; r < ROWS; r++) sums[(int64_t)(n + r) * out + o] = some[r] - xsum[n + r];
         }
 #endif
     for (; n < N; n++)
