@@ -117,39 +117,51 @@ static void store(void *cache, int64_t at, const float *v, int n, int half) {
 }
 
 #if X86
-/* q . k for the keys at rows t .. t + 3 (n of them valid; the rest of out is left alone), in hs / 8 * 8
-   dimensions: four FMA chains side by side (one chain would wait on itself each step), then each key's
+#define KEYS 8  /* keys a pass scores, and 8-lane runs of y it adds: eight FMA chains hide FMA's latency */
+/* q . k for the keys at rows t .. t + KEYS - 1 (n of them valid; the rest of out is left alone), in hs / 8 * 8
+   dimensions: KEYS FMA chains side by side (one chain would wait on itself each step), then each key's
    eight lanes added in hsum8's order (halves, pairs, the last two), so a score is the same bits whichever
-   four it was computed with. */
-INLINE void scores4(const float *q, const void *kc, int64_t t, int n, int hs, int kind, float *out) {
-    const int64_t first = t * hs, row[4] = {first, n > 1 ? first + hs : first, n > 2 ? first + 2 * hs : first,
-                                            n > 3 ? first + 3 * hs : first};  /* a missing key reads the first again */
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+   keys it was computed with. */
+INLINE void scores(const float *q, const void *kc, int64_t t, int n, int hs, int kind, float *out) {
+    int64_t row[KEYS];
+    __m256 a[KEYS];
+    for (int k = 0; k < KEYS; k++) row[k] = (t + (k < n ? k : 0)) * hs, a[k] = _mm256_setzero_ps();  /* a missing key reads the first again */
     for (int i = 0; i + 8 <= hs; i += 8) {
         __m256 v = _mm256_loadu_ps(q + i);
-        a0 = _mm256_fmadd_ps(v, load8(kc, row[0] + i, kind), a0), a1 = _mm256_fmadd_ps(v, load8(kc, row[1] + i, kind), a1);
-        a2 = _mm256_fmadd_ps(v, load8(kc, row[2] + i, kind), a2), a3 = _mm256_fmadd_ps(v, load8(kc, row[3] + i, kind), a3);
+        for (int k = 0; k < KEYS; k++) a[k] = _mm256_fmadd_ps(v, load8(kc, row[k] + i, kind), a[k]);
     }
-    __m128 h[4] = {_mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1)),
-                   _mm_add_ps(_mm256_castps256_ps128(a1), _mm256_extractf128_ps(a1, 1)),
-                   _mm_add_ps(_mm256_castps256_ps128(a2), _mm256_extractf128_ps(a2, 1)),
-                   _mm_add_ps(_mm256_castps256_ps128(a3), _mm256_extractf128_ps(a3, 1))};
-    float sums[4];
-    _mm_storeu_ps(sums, _mm_hadd_ps(_mm_hadd_ps(h[0], h[1]), _mm_hadd_ps(h[2], h[3])));
-    for (int k = 0; k < n; k++) out[k] = sums[k];
+    for (int k = 0; k < n; k += 4) {  /* four keys' lanes at a time */
+        __m128 h[4];
+        float sums[4];
+        for (int j = 0; j < 4; j++) h[j] = _mm_add_ps(_mm256_castps256_ps128(a[k + j]), _mm256_extractf128_ps(a[k + j], 1));
+        _mm_storeu_ps(sums, _mm_hadd_ps(_mm_hadd_ps(h[0], h[1]), _mm_hadd_ps(h[2], h[3])));
+        for (int j = 0; j < 4 && k + j < n; j++) out[k + j] = sums[j];
+    }
+}
+
+/* y[i .. i + 8 chunks - 1] = sum_t att[t] v_t[i ..] over the T cached values, chunks <= KEYS: one FMA chain
+   per eight dimensions, each value's bytes read once, added in order of t (the plain loop's order). */
+INLINE void add_values(const void *vc, const float *att, int T, int hs, int i, int chunks, int kind, float *y) {
+    __m256 acc[KEYS];
+    for (int k = 0; k < chunks; k++) acc[k] = _mm256_setzero_ps();
+    for (int t = 0; t < T; t++) {
+        __m256 a = _mm256_set1_ps(att[t]);
+        for (int k = 0; k < chunks; k++) acc[k] = _mm256_fmadd_ps(a, load8(vc, (int64_t)t * hs + i + 8 * k, kind), acc[k]);
+    }
+    for (int k = 0; k < chunks; k++) _mm256_storeu_ps(y + i + 8 * k, acc[k]);
 }
 #endif
 
 /* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another),
-   float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: the scores four keys at a time,
-   and y eight dimensions at a time, 32 of them in registers while every value is added in, in order of t
+   float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: the scores KEYS keys at a time,
+   and y eight dimensions a chain, 8 KEYS of them in registers while every value is added in, in order of t
    (the plain loop's order: each y[i] = sum_t att[t] v_t[i] added from t = 0, the x86 path with FMAs). */
 INLINE void attend(const float *q, const void *kc, const void *vc, float *att, float *y, int T, int hs, int kind) {
     float top = -INFINITY, total = 0, scale = 1.0f / sqrtf((float)hs);
     int whole = X86 ? hs / 8 * 8 : 0;  /* the dimensions the x86 path takes; the plain loops the rest */
     for (int t = 0; t < T; t++) att[t] = 0.0f;
 #if X86
-    for (int t = 0; t < T; t += 4) scores4(q, kc, t, T - t < 4 ? T - t : 4, hs, kind, att + t);
+    for (int t = 0; t < T; t += KEYS) scores(q, kc, t, T - t < KEYS ? T - t : KEYS, hs, kind, att + t);
 #endif
     for (int t = 0; t < T; t++) {
         for (int i = whole; i < hs; i++) att[t] += q[i] * weight(kc, (int64_t)t * hs + i, kind);
@@ -158,22 +170,9 @@ INLINE void attend(const float *q, const void *kc, const void *vc, float *att, f
     for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
     int i = 0;
 #if X86
-    for (; i + 32 <= whole; i += 32) {  /* y[i .. i + 31]: four chains, each value row read once */
-        __m256 y0 = _mm256_setzero_ps(), y1 = y0, y2 = y0, y3 = y0;
-        for (int t = 0; t < T; t++) {
-            __m256 a = _mm256_set1_ps(att[t]);
-            int64_t at = (int64_t)t * hs + i;
-            y0 = _mm256_fmadd_ps(a, load8(vc, at, kind), y0), y1 = _mm256_fmadd_ps(a, load8(vc, at + 8, kind), y1);
-            y2 = _mm256_fmadd_ps(a, load8(vc, at + 16, kind), y2), y3 = _mm256_fmadd_ps(a, load8(vc, at + 24, kind), y3);
-        }
-        _mm256_storeu_ps(y + i, y0), _mm256_storeu_ps(y + i + 8, y1), _mm256_storeu_ps(y + i + 16, y2);
-        _mm256_storeu_ps(y + i + 24, y3);
-    }
-    for (; i < whole; i += 8) {
-        __m256 y0 = _mm256_setzero_ps();
-        for (int t = 0; t < T; t++) y0 = _mm256_fmadd_ps(_mm256_set1_ps(att[t]), load8(vc, (int64_t)t * hs + i, kind), y0);
-        _mm256_storeu_ps(y + i, y0);
-    }
+    for (; i + 8 * KEYS <= whole; i += 8 * KEYS) add_values(vc, att, T, hs, i, KEYS, kind, y);
+    for (; i + 32 <= whole; i += 32) add_values(vc, att, T, hs, i, 4, kind, y);
+    for (; i < whole; i += 8) add_values(vc, att, T, hs, i, 1, kind, y);
 #endif
     for (; i < hs; i++) {
         y[i] = 0.0f;
