@@ -152,22 +152,47 @@ INLINE void add_values(const void *vc, const float *att, int T, int hs, int i, i
 }
 #endif
 
+/* att[t] = e^(scale att[t] - top) for t < T, top the largest of the scaled scores (softmax's numerators);
+   returns their sum. x86: eight at a time, e^x by exp8 (within 2 ulp of expf; C's expf is a call a key). */
+static float exponentiate(float *att, int T, float scale) {
+    float top = -INFINITY, total = 0;
+    int t = 0;
+#if X86
+    __m256 most = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+    for (; t + 8 <= T; t += 8) {
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(att + t), _mm256_set1_ps(scale));
+        _mm256_storeu_ps(att + t, a), most = _mm256_max_ps(most, a);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, most);
+    for (int k = 0; k < 8; k++) top = fmaxf(top, lanes[k]);
+#endif
+    for (int u = t; u < T; u++) att[u] *= scale, top = fmaxf(top, att[u]);
+    t = 0;
+#if X86
+    for (; t + 8 <= T; t += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(att + t), _mm256_set1_ps(top)));
+        _mm256_storeu_ps(att + t, e), sum = _mm256_add_ps(sum, e);
+    }
+    total = hsum8(sum);
+#endif
+    for (; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
+    return total;
+}
+
 /* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another),
    float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: the scores KEYS keys at a time,
    and y eight dimensions a chain, 8 KEYS of them in registers while every value is added in, in order of t
    (the plain loop's order: each y[i] = sum_t att[t] v_t[i] added from t = 0, the x86 path with FMAs). */
 INLINE void attend(const float *q, const void *kc, const void *vc, float *att, float *y, int T, int hs, int kind) {
-    float top = -INFINITY, total = 0, scale = 1.0f / sqrtf((float)hs);
     int whole = X86 ? hs / 8 * 8 : 0;  /* the dimensions the x86 path takes; the plain loops the rest */
     for (int t = 0; t < T; t++) att[t] = 0.0f;
 #if X86
     for (int t = 0; t < T; t += KEYS) scores(q, kc, t, T - t < KEYS ? T - t : KEYS, hs, kind, att + t);
 #endif
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T && whole < hs; t++)
         for (int i = whole; i < hs; i++) att[t] += q[i] * weight(kc, (int64_t)t * hs + i, kind);
-        att[t] *= scale, top = fmaxf(top, att[t]);
-    }
-    for (int t = 0; t < T; t++) att[t] = expf(att[t] - top), total += att[t];
+    float total = exponentiate(att, T, 1.0f / sqrtf((float)hs));
     int i = 0;
 #if X86
     for (; i + 8 * KEYS <= whole; i += 8 * KEYS) add_values(vc, att, T, hs, i, KEYS, kind, y);
