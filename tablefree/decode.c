@@ -377,6 +377,7 @@ static void forward(const Model *m, State *s, const int *ids, int rows, int logi
     for (int l = 0; l < c->n_layer; l++) {  // forward all the layers
         const Layer *L = &m->layers[l];
         // attention layernorm, then q, k, v for every row at once (one ternary matrix product)
+        #pragma omp parallel for if (rows > 1)  /* a prompt's rows side by side (one thread would leave the others waiting) */
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln1_w, L->ln1_b, C);
         run_ternary(&L->qkv, s->h, s->qkv, rows);
         // rotary positions, the keys and values into the cache, each row's heads over the cache
@@ -385,6 +386,7 @@ static void forward(const Model *m, State *s, const int *ids, int rows, int logi
         run_ternary(&L->proj, s->y, s->h, rows);
         for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
         // MLP layernorm, up, exact GELU (erf), down, and the residual connection
+        #pragma omp parallel for if (rows > 1)
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
         run_ternary(&L->fc, s->h, s->mlp, rows);
         gelu(s->mlp, (int64_t)rows * H);

@@ -262,9 +262,10 @@ static float quantize_row(const float *x, int8_t *q, int in, int in_padded) {
 void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out) {
     int8_t *xq = malloc((size_t)N * in_padded);
     float *scale = malloc(sizeof(float) * N);
-    for (int n = 0; n < N; n++) scale[n] = quantize_row(x + (int64_t)n * in, xq + (int64_t)n * in_padded, in, in_padded);
+    #pragma omp parallel for if (N > 1)  /* a prompt's rows side by side; each row's factor, once */
+    for (int n = 0; n < N; n++)
+        scale[n] = gamma / quantize_row(x + (int64_t)n * in, xq + (int64_t)n * in_padded, in, in_padded);
     int32_t *xsum = row_sums(xq, N, in_padded);
-    for (int n = 0; n < N; n++) scale[n] = gamma / scale[n];  /* each row's factor, once */
     int32_t *sums = malloc(sizeof(int32_t) * (size_t)N * out);
     #pragma omp parallel  /* as ternary_matmul, then each thread rescales the sums it made */
     {
