@@ -118,6 +118,13 @@ static void store(void *cache, int64_t at, const float *v, int n, int half) {
 
 #if X86
 #define KEYS 8  /* keys a pass scores, and 8-lane runs of y it adds: eight FMA chains hide FMA's latency */
+/* out[j] = the sum of a[j]'s eight lanes, j < 4, in hsum8's order (halves, pairs, the last two). */
+INLINE void add_lanes4(const __m256 *a, float *out) {
+    __m128 h[4];
+    for (int j = 0; j < 4; j++) h[j] = _mm_add_ps(_mm256_castps256_ps128(a[j]), _mm256_extractf128_ps(a[j], 1));
+    _mm_storeu_ps(out, _mm_hadd_ps(_mm_hadd_ps(h[0], h[1]), _mm_hadd_ps(h[2], h[3])));
+}
+
 /* q . k for the keys at rows t .. t + KEYS - 1 (n of them valid; the rest of out is left alone), in hs / 8 * 8
    dimensions: KEYS FMA chains side by side (one chain would wait on itself each step), then each key's
    eight lanes added in hsum8's order (halves, pairs, the last two), so a score is the same bits whichever
@@ -131,10 +138,8 @@ INLINE void scores(const float *q, const void *kc, int64_t t, int n, int hs, int
         for (int k = 0; k < KEYS; k++) a[k] = _mm256_fmadd_ps(v, load8(kc, row[k] + i, kind), a[k]);
     }
     for (int k = 0; k < n; k += 4) {  /* four keys' lanes at a time */
-        __m128 h[4];
         float sums[4];
-        for (int j = 0; j < 4; j++) h[j] = _mm_add_ps(_mm256_castps256_ps128(a[k + j]), _mm256_extractf128_ps(a[k + j], 1));
-        _mm_storeu_ps(sums, _mm_hadd_ps(_mm_hadd_ps(h[0], h[1]), _mm_hadd_ps(h[2], h[3])));
+        add_lanes4(a + k, sums);
         for (int j = 0; j < 4 && k + j < n; j++) out[k + j] = sums[j];
     }
 }
@@ -239,10 +244,8 @@ INLINE void attend_rows(const Rows *r, const void *kc, const void *vc, int hs, i
             for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r->q + j * r->q_stride + i), k, acc[j]);
         }
         for (int j = 0; j < QUERIES; j += 4) {
-            __m128 h[4];
             float sums[4];
-            for (int u = 0; u < 4; u++) h[u] = _mm_add_ps(_mm256_castps256_ps128(acc[j + u]), _mm256_extractf128_ps(acc[j + u], 1));
-            _mm_storeu_ps(sums, _mm_hadd_ps(_mm_hadd_ps(h[0], h[1]), _mm_hadd_ps(h[2], h[3])));
+            add_lanes4(acc + j, sums);
             for (int u = 0; u < 4; u++)
                 if (t < r->T + j + u) r->att[(j + u) * r->att_stride + t] = sums[u];
         }
