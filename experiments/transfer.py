@@ -42,9 +42,8 @@ import sys
 import numpy as np
 import torch
 
-from experiments.runs import (ROOT, evaluated, extend, made_free_first, results_files, run_arguments, run_dir, runs_root,
-                              save_figure, train_run, train_settings, write_results,
-                              write_table)
+from experiments.runs import (ROOT, claimed, evaluated, extend, made_free_first, results_files, run_arguments, run_dir,
+                              runs_root, save_figure, train_run, train_settings, write_results, write_table)
 from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired
 from experiments.stats import rare_gap as stats_rare_gap
 from model import GPT
@@ -125,7 +124,8 @@ def make_runs(argv, settings, args, root, cell):
         arm_argv = [*argv, *arm_arguments(settings, arm, seed, root, args.source_table)]
         if arm in STARTED:
             start = root / "starts" / f"{arm}-seed{seed}"
-            write_start(start, arm_argv, args.source_table, data)
+            with claimed(start):  # the other lane, reaching the run first, may be writing it
+                write_start(start, arm_argv, args.source_table, data)
         table = arm == CONTROL and not control_table(root, seed).exists()
         run = train_run(arm_argv, directory, steps, f"{arm}, seed {seed}", start=str(start),
                         checkpoint=table or not done(arm, seed))

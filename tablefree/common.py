@@ -102,9 +102,10 @@ def replacing(path):
     block ends it becomes path atomically, or, if anything failed, it goes and path stays.
 
     The new bytes are fsynced before the rename and the rename before returning; a failed write
-    (a full disk, a read-only directory) is a UserError."""
+    (a full disk, a read-only directory) is a UserError. The temporary name is this process's own, so
+    two processes writing one file at once (the queue's lanes) never rename each other's away."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp
         with open(tmp, "rb") as f:

@@ -2,6 +2,7 @@
 folder is replaced whole or not at all, even when the writer is killed (-9) at any of its steps.
 Run: python -m pytest tests/test_outputs.py"""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,27 @@ def test_a_refusal_inside_a_write_is_not_blamed_on_the_disk(tmp_path):
     with pytest.raises(UserError, match=r"the previous version is intact"):
         write_atomic(tmp_path / "old.json", full)
     assert (tmp_path / "old.json").read_text() == "{}" and not (tmp_path / "dataset").exists()
+
+
+WRITERS = r"""
+import sys
+from tablefree.common import write_atomic
+path, mark = sys.argv[1], sys.argv[2]
+for _ in range(300):
+    write_atomic(path, mark * 100_000)
+"""
+
+
+def test_two_processes_writing_one_file_each_leave_it_whole(tmp_path):
+    """Two writers of one file at once (the queue's lanes writing a shared start checkpoint): neither fails
+    (each writes its own temporary file, so neither renames the other's away), and the file is one
+    writer's whole bytes, with no temporary file left."""
+    path, script = tmp_path / "shared.bin", tmp_path / "writer.py"
+    script.write_text(WRITERS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    writers = [subprocess.Popen([sys.executable, str(script), str(path), mark], env=env, stderr=subprocess.PIPE, text=True)
+               for mark in "ab"]
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0, writer.stderr.read()
+    assert path.read_text() in ("a" * 100_000, "b" * 100_000)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
