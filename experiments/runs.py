@@ -284,9 +284,22 @@ def run_all(argv, settings, kinds, seeds, root, nproc_per_node=1, needed=lambda 
     return {kind: [made[kind, seed] for seed in range(seeds)] for kind in kinds}
 
 
-def scored(directory, max_iters, name="eval"):
-    """The results kept in a finished run's <name>.json ({} when it has none from that step)."""
+def stale(report, directory):
+    """True when the run in directory was trained again after report was made from it: its checkpoint is
+    the newer (a kept run trained anew on a machine that had lost its checkpoint gives numbers a little
+    apart, so what was made from the old weights is made again; a kept run with no checkpoint is read)."""
     try:
+        return (directory / CKPT_NAME).stat().st_mtime_ns > report.stat().st_mtime_ns
+    except OSError:
+        return False
+
+
+def scored(directory, max_iters, name="eval"):
+    """The results kept in a finished run's <name>.json ({} when it has none from that step, or it is
+    stale: from weights trained again since)."""
+    try:
+        if stale(directory / f"{name}.json", directory):
+            return {}
         report = json.loads((directory / f"{name}.json").read_text())
         return report["results"] if report["iter_num"] == max_iters else {}
     except (OSError, ValueError, KeyError, TypeError):
@@ -326,7 +339,7 @@ def extend(directory, kind, seed, cell, root, data_dir, extra=()):
     report = cell_report(root, cell, kind, seed)
     m, rows, steps, name = cell
     with claimed(report):
-        if not report.exists():
+        if not report.exists() or stale(report, directory):
             print(f"== {kind}, seed {seed}: adding {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
             run_tool("extend", "--ckpt", str(directory), "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps",
                      str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir, *extra,

@@ -3,11 +3,13 @@ goes on from them, training again only the runs whose checkpoints are still need
 Run: python -m pytest tests/test_keep.py"""
 
 import json
+import os
 
 import pytest
 
 from conftest import TINY
 from experiments import extension, keep
+from experiments.runs import scored, stale
 
 
 def write_run(folder, max_iters, last):
@@ -71,3 +73,20 @@ def test_restore_from_a_missing_folder_is_one_line(tmp_path):
         keep.main(["restore", "--checkout", str(tmp_path), "--kept", str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit, match=r"keep.py: error: --checkout .*nowhere is not a folder"):
         keep.main(["save", "--checkout", str(tmp_path / "nowhere"), "--kept", str(tmp_path)])
+
+
+def test_a_report_from_weights_trained_again_is_made_again(tmp_path):
+    """A kept run trained again (a new machine without its checkpoint: the numbers move in the last digits)
+    has its evaluation scored again, not read: a report older than the run's checkpoint is stale. A kept run
+    with no checkpoint (nothing trained since) and a report newer than the checkpoint are read."""
+    run = tmp_path / "learned-seed0"
+    write_run(run, 10, 10)
+    report = run / "eval.json"
+    report.write_text(json.dumps({"iter_num": 10, "results": {"val": {"loss": 2.0}}}))
+    os.utime(run / "ckpt.pt", ns=(10**18, 10**18))
+    os.utime(report, ns=(2 * 10**18, 2 * 10**18))
+    assert not stale(report, run) and scored(run, 10) == {"val": {"loss": 2.0}}
+    os.utime(run / "ckpt.pt", ns=(3 * 10**18, 3 * 10**18))  # trained again after the report
+    assert stale(report, run) and scored(run, 10) == {}
+    (run / "ckpt.pt").unlink()  # kept without its checkpoint: read
+    assert not stale(report, run) and scored(run, 10) == {"val": {"loss": 2.0}}
