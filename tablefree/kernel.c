@@ -106,16 +106,17 @@ static inline int32_t hsum_epi32(__m256i v) {  /* the sum of a register's eight 
    x86: per 128 weights four maddubs of (W + 1) by x give int16 pairs of magnitude <= 2 * 2 * 128 = 512;
    the four are added in int16 (<= 2,048, far from 32,767), then one madd widens them into int32. */
 static inline int32_t ternary_dot(const uint8_t *row, const int8_t *xs, int in) {
-#if VNNI  /* vpdpbusd adds the four u8 x s8 products of each int32 lane into it: one instruction, no int16 step */
+#if VNNI  /* vpdpbusd adds the four u8 x s8 products of each int32 lane into it: one instruction, no int16 step;
+             four sums side by side (one would wait on itself each step), added at the end: integers, exact */
     const __m256i mask = _mm256_set1_epi8(3);
-    __m256i acc = _mm256_setzero_si256();
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int b = 0; b < in; b += 128) {
         __m256i packed = _mm256_loadu_si256((const __m256i *)(row + b / 4));
         for (int s = 0; s < 4; s++)
-            acc = _mm256_dpbusd_epi32(acc, _mm256_and_si256(_mm256_srli_epi16(packed, 2 * s), mask),
-                                      _mm256_loadu_si256((const __m256i *)(xs + b + 32 * s)));
+            acc[s] = _mm256_dpbusd_epi32(acc[s], _mm256_and_si256(_mm256_srli_epi16(packed, 2 * s), mask),
+                                         _mm256_loadu_si256((const __m256i *)(xs + b + 32 * s)));
     }
-    return hsum_epi32(acc);
+    return hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])));
 #elif X86
     const __m256i mask = _mm256_set1_epi8(3), ones16 = _mm256_set1_epi16(1);
     __m256i acc = _mm256_setzero_si256();
