@@ -186,7 +186,8 @@ def report(command, info, summary, params, shares, args):
              measured_on(command, info) + " Mean ± std over seeds; gaps paired by seed with their standard error. "
              "The arms and the protocol: experiments/transfer.py's docstring.", "",
              f"The bodies train on {args.dataset}; of the tokenizer's ids, "
-             + ", ".join(f"{100 * share:.1f}% occur fewer than {edge} times" for edge, share in shares.items())
+             + ", ".join(f"{100 * share:.1f}% " + ("never occur" if edge == 1 else f"fewer than {edge} times")
+                         for edge, share in shares.items())
              + f" in its training split. Held out: {args.dataset}'s validation text (body) and {args.heldout}'s "
              "(the domain the bodies never saw; the source read its training articles, not these).", "",
              "| arm | trainable | trained | input | body | head |", "|---|---|---|---|---|---|"]
