@@ -1,8 +1,10 @@
 /* decode.c: positions through the model, for tablefree/run.c (which includes this file after reading
    the model from its file). forward() takes a run of new positions at once: a prompt is n rows through
    every Linear together (the weights read once for all of them), a decoding step is one row; only
-   the last row's logits are made, since only they choose the next token. The KV cache holds
-   float32, or float16 (--kv_cache f16: half the bytes each step reads, keys and values rounded once).
+   the last row's logits are made, since only they choose the next token. The KV cache holds float32
+   (the default), float16 (--kv_cache f16: half the bytes each step reads, keys and values rounded once)
+   or int8 with a scale for each position's head (--kv_cache i8: a quarter of the bytes, each key and
+   value within 1 / 254 of its vector's largest).
    Every loop over the vocabulary or the weights is split across the threads; no result depends on
    how many there are (each row, head and block of tokens is summed by one thread in one order). */
 
@@ -16,21 +18,25 @@ typedef struct {  /* the activations of up to MAX_ROWS positions, and the cache 
     int16_t *lut16;            /* its tables in int16 (--head_tables i16: sums_i16), and whether they are used */
     int tables16;
     void *k_cache, *v_cache;   /* (n_layer, n_head, positions, head_dim): keys after the rotation, values */
-    int half;                  /* the cache in float16 */
+    float *k_scale, *v_scale;  /* (n_layer, n_head, positions): an int8 cache's vector times its scale */
+    int cache;                 /* the cache's element type: F32, F16 or I8 */
     float *cos, *sin;          /* (positions, head_dim / 2) */
     int positions, pos;
 } State;
 
-static void new_state(State *s, const Config *c, int positions, int half, int tables16) {
+static int element_size(int kind) { return kind == F32 ? 4 : kind == I8 ? 1 : 2; }
+
+static void new_state(State *s, const Config *c, int positions, int cache_kind, int tables16) {
     int C = c->n_embd, hs = C / c->n_head, R = MAX_ROWS;
-    size_t cache = (size_t)c->n_layer * positions * C * (half ? 2 : 4);
-    s->positions = positions, s->pos = 0, s->half = half, s->tables16 = tables16;
+    size_t cache = (size_t)c->n_layer * positions * C * element_size(cache_kind), scales = (size_t)c->n_layer * c->n_head * positions;
+    s->positions = positions, s->pos = 0, s->cache = cache_kind, s->tables16 = tables16;
     s->x = xcalloc((size_t)R * C, 4), s->h = xcalloc((size_t)R * C, 4), s->y = xcalloc((size_t)R * C, 4);
     s->qkv = xcalloc((size_t)R * 3 * C, 4), s->mlp = xcalloc((size_t)R * c->hidden, 4);
     s->att = xcalloc((size_t)R * c->n_head * positions, 4);
     s->z = xcalloc(c->bits + 8, 4), s->logits = xcalloc((c->vocab + 31) / 32 * 32, 4);
     s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4), s->lut16 = xcalloc((size_t)(c->bits / 8 + 1) * 32, 2);
     s->k_cache = xcalloc(cache, 1), s->v_cache = xcalloc(cache, 1);
+    s->k_scale = xcalloc(scales, 4), s->v_scale = xcalloc(scales, 4);
     s->cos = xcalloc((size_t)positions * hs / 2, 4), s->sin = xcalloc((size_t)positions * hs / 2, 4);
     for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
         for (int i = 0; i < hs / 2; i++) {
@@ -101,10 +107,19 @@ static void rotate(float *r, const float *cos, const float *sin, int hs) {
     }
 }
 
-/* n float32 values into the cache at element `at`, as float32 or float16 (rounded to nearest). */
-static void store(void *cache, int64_t at, const float *v, int n, int half) {
-    if (!half) {
+/* One head's n float32 values into the cache at element `at`, as kind: float32, float16 (rounded to
+   nearest), or int8: v / scale rounded, scale = max |v| / 127, put in *scale. */
+static void store(void *cache, int64_t at, const float *v, int n, int kind, float *scale) {
+    if (kind == F32) {
         memcpy((float *)cache + at, v, 4 * (size_t)n);
+        return;
+    }
+    if (kind == I8) {
+        float most = 0;
+        for (int i = 0; i < n; i++) most = fmaxf(most, fabsf(v[i]));
+        float inverse = most > 0 ? 127.0f / most : 0.0f;
+        *scale = most / 127.0f;
+        for (int i = 0; i < n; i++) ((int8_t *)cache)[at + i] = (int8_t)lrintf(fminf(fmaxf(v[i] * inverse, -127.0f), 127.0f));
         return;
     }
     uint16_t *out = (uint16_t *)cache + at;
@@ -116,8 +131,19 @@ static void store(void *cache, int64_t at, const float *v, int n, int half) {
     for (; i < n; i++) out[i] = float_to_half(v[i]);
 }
 
+typedef struct {  /* one head's cache: keys and values (positions, hs), and an int8 cache's scales (positions) */
+    const void *k, *v;
+    const float *k_scale, *v_scale;  /* NULL for a float cache */
+} Head;
+
+static void scale_by(float *att, const float *scale, int T) {  /* att[t] *= scale[t], where there are scales */
+    if (scale)
+        for (int t = 0; t < T; t++) att[t] *= scale[t];
+}
+
 #if X86
 #define KEYS 8  /* keys a pass scores, and 8-lane runs of y it adds: eight FMA chains hide FMA's latency */
+
 /* out[j] = the sum of a[j]'s eight lanes, j < 4, in hsum8's order (halves, pairs, the last two). */
 INLINE void add_lanes4(const __m256 *a, float *out) {
     __m128 h[4];
@@ -185,11 +211,14 @@ static float exponentiate(float *att, int T, float scale) {
     return total;
 }
 
-/* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another),
-   float32 or float16 (kind): y (hs) = softmax(q . k_t / sqrt(hs)) v. x86: the scores KEYS keys at a time,
-   and y eight dimensions a chain, 8 KEYS of them in registers while every value is added in, in order of t
-   (the plain loop's order: each y[i] = sum_t att[t] v_t[i] added from t = 0, the x86 path with FMAs). */
-INLINE void attend(const float *q, const void *kc, const void *vc, float *att, float *y, int T, int hs, int kind) {
+/* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another), in
+   the cache's kind: y (hs) = softmax(q . k_t / sqrt(hs)) v. An int8 cache's scales come in once a
+   position: a score times its key's, a softmax numerator times its value's. x86: the scores KEYS keys at a
+   time, and y eight dimensions a chain, 8 KEYS of them in registers while every value is added in, in
+   order of t (the plain loop's order: each y[i] = sum_t att[t] v_t[i] added from t = 0, the x86 path with
+   FMAs). */
+INLINE void attend(const float *q, const Head *head, float *att, float *y, int T, int hs, int kind) {
+    const void *kc = head->k, *vc = head->v;
     int whole = X86 ? hs / 8 * 8 : 0;  /* the dimensions the x86 path takes; the plain loops the rest */
     for (int t = 0; t < T; t++) att[t] = 0.0f;
 #if X86
@@ -197,7 +226,9 @@ INLINE void attend(const float *q, const void *kc, const void *vc, float *att, f
 #endif
     for (int t = 0; t < T && whole < hs; t++)
         for (int i = whole; i < hs; i++) att[t] += q[i] * weight(kc, (int64_t)t * hs + i, kind);
+    scale_by(att, head->k_scale, T);
     float total = exponentiate(att, T, 1.0f / sqrtf((float)hs));
+    scale_by(att, head->v_scale, T);
     int i = 0;
 #if X86
     for (; i + 8 * KEYS <= whole; i += 8 * KEYS) add_values(vc, att, T, hs, i, KEYS, kind, y);
@@ -233,7 +264,8 @@ typedef struct {
    L2, where one head's cache outgrows L1, at about one load a cycle) where attend() loads it again for every
    row. The same sums in the same order as attend's: the same bits (a row's positions past its own add
    zeros to its values' sums, and their scores are not kept). */
-INLINE void attend_rows(const Rows *r, const void *kc, const void *vc, int hs, int kind) {
+INLINE void attend_rows(const Rows *r, const Head *head, int hs, int kind) {
+    const void *kc = head->k, *vc = head->v;
     int last = r->T + QUERIES - 1;  /* the last row's positions */
     float total[QUERIES];
     for (int t = 0; t < last; t++) {  /* q . k_t for every row: one FMA chain each, reduced as scores() does */
@@ -252,7 +284,9 @@ INLINE void attend_rows(const Rows *r, const void *kc, const void *vc, int hs, i
     }
     for (int j = 0; j < QUERIES; j++) {
         float *att = r->att + j * r->att_stride;
+        scale_by(att, head->k_scale, r->T + j);
         total[j] = exponentiate(att, r->T + j, 1.0f / sqrtf((float)hs));
+        scale_by(att, head->v_scale, r->T + j);
         for (int t = r->T + j; t < last; t++) att[t] = 0.0f;
     }
     for (int i = 0; i < hs; i += 8) {  /* eight dimensions of every row's output, each value loaded once */
@@ -271,41 +305,47 @@ INLINE void attend_rows(const Rows *r, const void *kc, const void *vc, int hs, i
 #define QUERIES 1
 #endif
 
+/* n rows (n <= QUERIES) of one head against its cache in the cache's kind: attend_rows where there are
+   QUERIES of them, else attend() row by row. */
+INLINE void attend_group(const Rows *r, int n, const Head *head, int hs, int kind) {
+#if X86
+    if (n == QUERIES && hs % 8 == 0) {
+        attend_rows(r, head, hs, kind);
+        return;
+    }
+#endif
+    for (int j = 0; j < n; j++) attend(r->q + j * r->q_stride, head, r->att + j * r->att_stride, r->y + j * r->y_stride, r->T + j, hs, kind);
+}
+
 /* Causal attention of rows new positions (s->pos ..) after their keys and values join the cache. */
 static void attention(const Config *c, State *s, int layer, int rows) {
     int C = c->n_embd, nh = c->n_head, hs = C / nh;
-    int64_t per_head = (int64_t)s->positions * hs, size = s->half ? 2 : 4;
+    int64_t per_head = (int64_t)s->positions * hs, size = element_size(s->cache);
     for (int r = 0; r < rows; r++) {
         float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
         const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
         for (int h = 0; h < nh; h++) {
             rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
-            int64_t at = ((int64_t)layer * nh + h) * per_head + (int64_t)(s->pos + r) * hs;
-            store(s->k_cache, at, k + h * hs, hs, s->half), store(s->v_cache, at, v + h * hs, hs, s->half);
+            int64_t head = (int64_t)layer * nh + h, at = head * per_head + (int64_t)(s->pos + r) * hs;
+            int64_t scale = head * s->positions + s->pos + r;
+            store(s->k_cache, at, k + h * hs, hs, s->cache, s->k_scale + scale);
+            store(s->v_cache, at, v + h * hs, hs, s->cache, s->v_scale + scale);
         }
     }
-    int groups = (rows + QUERIES - 1) / QUERIES;
+    int groups = (rows + QUERIES - 1) / QUERIES, scaled = s->cache == I8;
     #pragma omp parallel for collapse(2) schedule(static, 1)  /* dealt in turn: later rows have more positions */
     for (int g = 0; g < groups; g++)
         for (int h = 0; h < nh; h++) {  /* groups of rows and heads side by side, each row its own row of scores */
             int r = g * QUERIES, n = rows - r < QUERIES ? rows - r : QUERIES;
-            const float *q = s->qkv + (int64_t)r * 3 * C + h * hs;
-            float *att = s->att + ((int64_t)r * nh + h) * s->positions, *y = s->y + (int64_t)r * C + h * hs;
-            int64_t at = ((int64_t)layer * nh + h) * per_head * size;
-            const char *kc = (const char *)s->k_cache + at, *vc = (const char *)s->v_cache + at;
-            Rows rs = {q, 3 * C, att, nh * s->positions, y, C, s->pos + r + 1};
-#if X86
-            if (n == QUERIES && hs % 8 == 0) {
-                if (s->half) attend_rows(&rs, kc, vc, hs, F16);
-                else attend_rows(&rs, kc, vc, hs, F32);
-                continue;
-            }
-#endif
-            for (int j = 0; j < n; j++) {
-                const float *qj = q + j * rs.q_stride;
-                float *aj = att + j * rs.att_stride, *yj = y + j * rs.y_stride;
-                if (s->half) attend(qj, kc, vc, aj, yj, rs.T + j, hs, F16);
-                else attend(qj, kc, vc, aj, yj, rs.T + j, hs, F32);
+            int64_t head = (int64_t)layer * nh + h, at = head * per_head * size;
+            Rows rs = {s->qkv + (int64_t)r * 3 * C + h * hs, 3 * C, s->att + ((int64_t)r * nh + h) * s->positions,
+                       nh * s->positions, s->y + (int64_t)r * C + h * hs, C, s->pos + r + 1};
+            Head hd = {(const char *)s->k_cache + at, (const char *)s->v_cache + at,
+                       scaled ? s->k_scale + head * s->positions : NULL, scaled ? s->v_scale + head * s->positions : NULL};
+            switch (s->cache) {  /* each kind its own copy of the loops, the loads inlined */
+            case F16: attend_group(&rs, n, &hd, hs, F16); break;
+            case I8: attend_group(&rs, n, &hd, hs, I8); break;
+            default: attend_group(&rs, n, &hd, hs, F32);
             }
         }
 }

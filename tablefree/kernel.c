@@ -282,10 +282,12 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
 // ----------------------------------------------------------------------------
 // Float matrix-vector products (an untied or tied head, the code head's projection; the torch path's Linears)
 
-enum { F32 = 0, BF16 = 1, F16 = 2 };  /* a float matrix's element type */
+/* a float matrix's element type; I8: integers whose scales are kept apart (the KV cache's) */
+enum { F32 = 0, BF16 = 1, F16 = 2, I8 = 3 };
 
 static inline float weight(const void *w, int64_t i, int kind) {  /* element i as float32: bfloat16 is its top half */
     if (kind == F32) return ((const float *)w)[i];
+    if (kind == I8) return (float)((const int8_t *)w)[i];
     uint16_t bits = ((const uint16_t *)w)[i];
     if (kind == F16) return half_to_float(bits);
     uint32_t wide = (uint32_t)bits << 16;
@@ -297,6 +299,7 @@ static inline float weight(const void *w, int64_t i, int kind) {  /* element i a
 #if X86
 static inline __m256 load8(const void *w, int64_t i, int kind) {  /* eight weights as float32 */
     if (kind == F32) return _mm256_loadu_ps((const float *)w + i);
+    if (kind == I8) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)w + i))));
     __m128i halves = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
     if (kind == F16) return _mm256_cvtph_ps(halves);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));

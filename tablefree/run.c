@@ -23,7 +23,7 @@
                                                         x86 paths and every core (tablefree/runtime.py builds the
                                                         best the compiler and the CPU allow, at first use)
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-              [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--exact] [--logits FILE]
+              [--seed S] [--stop ID] [--kv_cache f32|f16|i8] [--head_tables f32|i16] [--exact] [--logits FILE]
               [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
    line of timing and memory to stderr at the end (the prompt's rate, then decoding's: the steps after
@@ -442,12 +442,13 @@ static uint64_t seed_flag(const char *v) {  /* 0 .. 2^64 - 1 */
 
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
-                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16] [--head_tables f32|i16] [--exact] "
+                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16|i8] [--head_tables f32|i16] [--exact] "
                       "[--logits FILE] [--print_ids]", NULL);
     int max_new = 256, top_k = 0, print_ids = 0, n_ids = 0, cap = 0, stop = -1, made = 0;
     float temperature = 1.0f, top_p = 0.0f;
     const char *logits_path = NULL, *ids_text = NULL;
-    int half = -1, tables16 = -1, exact = 0;  /* --kv_cache f16, --head_tables i16 (-1: not given), --exact */
+    int cache = -1, tables16 = -1, exact = 0;  /* --kv_cache's kind, --head_tables i16 (-1: not given), --exact */
+    const char *kinds[] = {"f32", "", "f16", "i8"}, *kind_names[] = {"float32", "", "float16", "int8"};  /* by F32 .. I8 */
     rng_state = 1337;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -462,8 +463,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) rng_state = seed_flag(v) * 2 + 1;
         else if (!strcmp(a, "--logits")) logits_path = v;
         else if (!strcmp(a, "--stop")) stop = (int)int_flag(a, v, -1, 1 << 30);
-        else if (!strcmp(a, "--kv_cache") && (!strcmp(v, "f32") || !strcmp(v, "f16"))) half = !strcmp(v, "f16");
-        else if (!strcmp(a, "--kv_cache")) die("--kv_cache must be f32 or f16, not ", v);
+        else if (!strcmp(a, "--kv_cache")) {
+            cache = -1;
+            for (int k = F32; k <= I8; k++)
+                if (*kinds[k] && !strcmp(v, kinds[k])) cache = k;
+            if (cache < 0) die("--kv_cache must be f32, f16 or i8, not ", v);
+        }
         else if (!strcmp(a, "--head_tables") && (!strcmp(v, "f32") || !strcmp(v, "i16"))) tables16 = !strcmp(v, "i16");
         else if (!strcmp(a, "--head_tables")) die("--head_tables must be f32 or i16, not ", v);
         else die("unknown option ", a);
@@ -475,9 +480,10 @@ int main(int argc, char **argv) {
     Model m = {{0}};
     load_model(&m, &f);
     if (tables16 == 1 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
-    if (exact && (half == 1 || tables16 == 1)) die("--exact keeps float32 everywhere; drop --kv_cache f16 and --head_tables i16", NULL);
+    if (exact && ((cache >= 0 && cache != F32) || tables16 == 1))
+        die("--exact keeps float32 everywhere; drop --kv_cache and --head_tables", NULL);
     /* the defaults: a float32 cache, and a code head's int16 tables (the logits within 1e-3 of their range) */
-    half = half == 1, tables16 = tables16 == -1 ? m.c.head == CODES && !exact : tables16;
+    cache = cache >= 0 ? cache : F32, tables16 = tables16 == -1 ? m.c.head == CODES && !exact : tables16;
     int V = m.c.vocab, block = m.c.block_size;
     int *ids = NULL;
     for (const char *p = ids_text; *p;) {
@@ -492,7 +498,7 @@ int main(int argc, char **argv) {
     if (n_ids == 0) die("--ids holds no token", NULL);
     if (n_ids > MAX_NEW) die("--ids holds more than 2^24 tokens", NULL);
     State s;
-    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block, half, tables16);
+    new_state(&s, &m.c, (long long)n_ids + max_new < block ? n_ids + max_new : block, cache, tables16);
     Prob *work = xcalloc(V, sizeof(Prob));
     FILE *logits_out = logits_path ? fopen(logits_path, "wb") : NULL;
     if (logits_path && !logits_out) die("cannot write ", logits_path);
@@ -525,7 +531,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "run: %d tokens in %.3f s (the prompt's %d tokens and the first new one in %.1f ms: %.1f prompt "
             "tokens/s), decoding %.1f tokens/s; peak RSS %.1f MB; %d threads (%.2f a step on average); KV cache %s%s\n",
             made, now() - t0, prompt, 1000 * prompt_s, prompt / prompt_s, decoded ? decoded / decode_s : 0.0,
-            peak_rss_mb(), pace.most, decoded ? (double)threads_used / decoded : (double)pace.most, s.half ? "float16" : "float32",
+            peak_rss_mb(), pace.most, decoded ? (double)threads_used / decoded : (double)pace.most, kind_names[cache],
             m.c.head != CODES ? "" : tables16 ? "; code head tables int16" : "; code head tables float32");
     if (logits_out) fclose(logits_out);
     return 0;

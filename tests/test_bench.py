@@ -80,14 +80,15 @@ def test_the_lengths_rows_and_targets_by_hand():
     """experiments/bench_lengths: the ratio is the median of the pairs' ratios, a decoding row's bytes are
     the file's and the KV cache's at the mean context, and each target is judged from those; a decoding
     target also says the share of the bandwidth it needs (here 1 MB/s: llama-bench's 67488 bytes at 10 a
-    second are 67%, and ours 127976 (defaults) and 64488 (float16) bytes a step allow 0.53x and 1.05x)."""
-    made = {"config": SimpleNamespace(n_layer=2, n_embd=8), "flat_bytes": 1000, "gguf_bytes": 4000}
+    second are 67%, and ours 127976 (defaults), 64488 (float16) and 48616 (int8: 1.5 bytes a value with
+    its head's scale) bytes a step allow 0.53x, 1.05x and 1.39x)."""
+    made = {"config": SimpleNamespace(n_layer=2, n_embd=8, n_head=1), "flat_bytes": 1000, "gguf_bytes": 4000}
     rows = []
     for work, (context, new), scale in (("a 512-token prompt", (512, 0), 1.0), ("64 tokens after 960", (960, 64), 0.5)):
         for load, slow in (("idle", 1.0), ("busy", 0.3)):
             runs = {"llama-bench": [(10.0 * slow, 1e6), (20.0 * slow, 1e6), (10.0 * slow, 1e6)],
                     "defaults": [(30.0 * slow * scale, 2e6), (44.0 * slow * scale, 3e6), (25.0 * slow * scale, 1e6)],
-                    "--exact": [(20.0, 1e6)] * 3, "--kv_cache f16": [(80.0, 1e6)] * 3}
+                    "--exact": [(20.0, 1e6)] * 3, "--kv_cache f16": [(80.0, 1e6)] * 3, "--kv_cache i8": [(60.0, 1e6)] * 3}
             rows += bench_lengths.summarize(work, load, runs, made, context, new, bandwidth=1e-3)
     by = {(r["work"], r["load"], r["engine"]): r for r in rows}
     prompt = by[("a 512-token prompt", "idle", "defaults")]
@@ -95,11 +96,14 @@ def test_the_lengths_rows_and_targets_by_hand():
     deep = by[("64 tokens after 960", "idle", "--kv_cache f16")]
     assert deep["bytes"] == 1000 + 2 * 2 * 8 * 2 * (960 + 32) and deep["ratio"] == 8.0
     assert by[("64 tokens after 960", "idle", "llama-bench")]["bytes"] == 4000 + 2 * 2 * 8 * 2 * (960 + 32)
+    assert by[("64 tokens after 960", "idle", "--kv_cache i8")]["bytes"] == 1000 + 2 * 2 * 8 * 1.5 * (960 + 32)
     lines = bench_lengths.targets(rows)
     assert "- a 512-token prompt, defaults: 2.50x llama-bench (target at least 2x: met)" in lines
     assert ("- 64 tokens after 960, defaults: 1.25x llama-bench (target at least 5x: NOT met); its bytes a step allow "
             "0.53x at llama-bench's 67% of the bandwidth, so 5x needs 640% of it") in lines
     assert ("- 64 tokens after 960, --kv_cache f16: 8.00x llama-bench (target at least 7x: met); its bytes a step allow "
             "1.05x at llama-bench's 67% of the bandwidth, so 7x needs 451% of it") in lines
+    assert ("- 64 tokens after 960, --kv_cache i8: 6.00x llama-bench (target at least 7x: NOT met); its bytes a step "
+            "allow 1.39x at llama-bench's 67% of the bandwidth, so 7x needs 340% of it") in lines
     assert any(line.startswith("- a 512-token prompt beside one busy process: ours keeps 30% of its idle speed "
                                "(target at least 40%: NOT met); llama-bench 30%") for line in lines)
