@@ -1,10 +1,15 @@
 /* decode.c: positions through the model, for tablefree/run.c (which includes this file after reading
    the model from its file). forward() takes a run of new positions at once: a prompt is n rows through
    every Linear together (the weights read once for all of them), a decoding step is one row; only
-   the last row's logits are made, since only they choose the next token. The KV cache holds float32
-   (the default), float16 (--kv_cache f16: half the bytes each step reads, keys and values rounded once)
-   or int8 with a scale for each position's head (--kv_cache i8: a quarter of the bytes, each key and
-   value within 1 / 254 of its vector's largest).
+   the last row's logits are made, since only they choose the next token. The KV cache (--kv_cache):
+     sums (the default)  each key and value as the qkv product's integer sums in int16 and its row's scale;
+                         the float32 vector remade from them as the product made it (sums x scale, + bias;
+                         a key then rotated): the same bits as f32 in half the bytes (a head's sums past
+                         32,767 are halved until they fit, and rounded then)
+     f32                 keys and values in float32
+     f16                 in float16: half f32's bytes, each key and value rounded once
+     i8                  int8 with a scale for each position's head: a quarter of the bytes, each key and
+                         value within 1 / 254 of its vector's largest
    Every loop over the vocabulary or the weights is split across the threads; no result depends on
    how many there are (each row, head and block of tokens is summed by one thread in one order). */
 
@@ -17,25 +22,35 @@ typedef struct {  /* the activations of up to MAX_ROWS positions, and the cache 
     float *z, *logits, *lut;   /* the code head's projection (D), the logits (V padded to 32), its tables */
     int16_t *lut16;            /* its tables in int16 (--head_tables i16: sums_i16), and whether they are used */
     int tables16;
-    void *k_cache, *v_cache;   /* (n_layer, n_head, positions, head_dim): keys after the rotation, values */
-    float *k_scale, *v_scale;  /* (n_layer, n_head, positions): an int8 cache's vector times its scale */
-    int cache;                 /* the cache's element type: F32, F16 or I8 */
+    int32_t *qkv_sums;         /* (rows, 3 n_embd): the qkv product's integer sums, */
+    float *qkv_scale;          /* (rows): and each row's scale, qkv = sums x scale (+ bias) */
+    void *k_cache, *v_cache;   /* (n_layer, n_head, positions, head_dim): keys (rotated, but sums), values */
+    float *k_scale, *v_scale;  /* (n_layer, n_head, positions): an int8 vector's scale; sums: its row's */
+    float *k_wide, *v_wide;    /* sums: one layer's keys and values remade, (n_head, positions, head_dim), for a prompt */
+    int cache;                 /* CACHE_F32, CACHE_F16, CACHE_I8 or CACHE_SUMS */
     float *cos, *sin;          /* (positions, head_dim / 2) */
     int positions, pos;
 } State;
 
-static int element_size(int kind) { return kind == F32 ? 4 : kind == I8 ? 1 : 2; }
+enum { CACHE_F32, CACHE_F16, CACHE_I8, CACHE_SUMS };  /* --kv_cache f32, f16, i8, sums */
+
+/* The element type (kernel.c's) a cache holds its keys and values in: a constant where the cache is. */
+static inline int cache_type(int cache) { return cache == CACHE_F16 ? F16 : cache == CACHE_I8 ? I8 : cache == CACHE_SUMS ? I16 : F32; }
+static int element_size(int type) { return type == F32 ? 4 : type == I8 ? 1 : 2; }
 
 static void new_state(State *s, const Config *c, int positions, int cache_kind, int tables16) {
     int C = c->n_embd, hs = C / c->n_head, R = MAX_ROWS;
-    size_t cache = (size_t)c->n_layer * positions * C * element_size(cache_kind), scales = (size_t)c->n_layer * c->n_head * positions;
+    size_t per_type = (size_t)c->n_layer * positions * C, scales = (size_t)c->n_layer * c->n_head * positions;
     s->positions = positions, s->pos = 0, s->cache = cache_kind, s->tables16 = tables16;
+    s->qkv_sums = xcalloc((size_t)R * 3 * C, 4), s->qkv_scale = xcalloc(R, 4);
     s->x = xcalloc((size_t)R * C, 4), s->h = xcalloc((size_t)R * C, 4), s->y = xcalloc((size_t)R * C, 4);
     s->qkv = xcalloc((size_t)R * 3 * C, 4), s->mlp = xcalloc((size_t)R * c->hidden, 4);
     s->att = xcalloc((size_t)R * c->n_head * positions, 4);
     s->z = xcalloc(c->bits + 8, 4), s->logits = xcalloc((c->vocab + 31) / 32 * 32, 4);
     s->lut = xcalloc((size_t)(c->bits / 8 + 1) * 32, 4), s->lut16 = xcalloc((size_t)(c->bits / 8 + 1) * 32, 2);
-    s->k_cache = xcalloc(cache, 1), s->v_cache = xcalloc(cache, 1);
+    s->k_cache = xcalloc(per_type, element_size(cache_type(cache_kind)));
+    s->v_cache = xcalloc(per_type, element_size(cache_type(cache_kind)));
+    if (cache_kind == CACHE_SUMS) s->k_wide = xcalloc((size_t)positions * C, 4), s->v_wide = xcalloc((size_t)positions * C, 4);
     s->k_scale = xcalloc(scales, 4), s->v_scale = xcalloc(scales, 4);
     s->cos = xcalloc((size_t)positions * hs / 2, 4), s->sin = xcalloc((size_t)positions * hs / 2, 4);
     for (int p = 0; p < positions; p++)  /* model.Rotary: theta_i = base^(-2i / hs), in float32 */
@@ -54,8 +69,9 @@ static void layernorm(float *out, const float *x, const float *w, const float *b
     for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
 }
 
-static void run_ternary(const Ternary *t, const float *x, float *y, int rows) {
-    ternary_linear(x, t->w, t->gamma, y, rows, t->in, t->padded, t->out);
+/* y = t(x) for rows rows; kept_sums, kept_scale: where the integer sums and row scales are left, or NULL */
+static void run_ternary(const Ternary *t, const float *x, float *y, int rows, int32_t *kept_sums, float *kept_scale) {
+    ternary_linear(x, t->w, t->gamma, y, rows, t->in, t->padded, t->out, kept_sums, kept_scale);
     if (t->bias)
         for (int r = 0; r < rows; r++)
             for (int o = 0; o < t->out; o++) y[(int64_t)r * t->out + o] += t->bias[o];
@@ -108,18 +124,14 @@ static void rotate(float *r, const float *cos, const float *sin, int hs) {
 }
 
 /* One head's n float32 values into the cache at element `at`, as kind: float32, float16 (rounded to
-   nearest), or int8: v / scale rounded, scale = max |v| / 127, put in *scale. */
+   nearest), or int8: v / scale rounded, scale = max(max |v|, 1e-5) / 127, put in *scale. */
 static void store(void *cache, int64_t at, const float *v, int n, int kind, float *scale) {
     if (kind == F32) {
         memcpy((float *)cache + at, v, 4 * (size_t)n);
         return;
     }
-    if (kind == I8) {
-        float most = 0;
-        for (int i = 0; i < n; i++) most = fmaxf(most, fabsf(v[i]));
-        float inverse = most > 0 ? 127.0f / most : 0.0f;
-        *scale = most / 127.0f;
-        for (int i = 0; i < n; i++) ((int8_t *)cache)[at + i] = (int8_t)lrintf(fminf(fmaxf(v[i] * inverse, -127.0f), 127.0f));
+    if (kind == I8) {  /* as the ternary Linears quantize their inputs (kernel.c) */
+        *scale = 1.0f / quantize_row(v, (int8_t *)cache + at, n, n);
         return;
     }
     uint16_t *out = (uint16_t *)cache + at;
@@ -131,18 +143,76 @@ static void store(void *cache, int64_t at, const float *v, int n, int kind, floa
     for (; i < n; i++) out[i] = float_to_half(v[i]);
 }
 
-typedef struct {  /* one head's cache: keys and values (positions, hs), and an int8 cache's scales (positions) */
+/* One head's n integer sums into an int16 cache at element `at`, the row's scale into *scale: shifted right
+   (rounded) until each fits, the scale doubled as often. Unshifted, sums x scale is the float32 value. */
+static void store_sums(int16_t *cache, int64_t at, const int32_t *sums, int n, float row_scale, float *scale) {
+    int32_t most = 0;
+    for (int i = 0; i < n; i++) most = sums[i] > most ? sums[i] : -sums[i] > most ? -sums[i] : most;
+    int shift = 0;
+    while (most >> shift > 32767) shift++;  /* at most 8 * 127 * 2 / 3 * n: a few shifts for any width */
+    for (int i = 0; i < n; i++) cache[at + i] = (int16_t)(shift ? (sums[i] + (1 << (shift - 1))) >> shift : sums[i]);
+    *scale = ldexpf(row_scale, shift);
+}
+
+typedef struct {  /* one head's cache: keys and values (positions, hs), their scales (positions) */
     const void *k, *v;
-    const float *k_scale, *v_scale;  /* NULL for a float cache */
+    const float *k_scale, *v_scale;  /* int8: each vector's, applied to its score; sums: each row's; else NULL */
+    const float *k_bias, *v_bias;    /* sums: the product's bias for this head's keys and values (hs), or NULL */
+    const float *cos, *sin;          /* sums: the rotation's tables (positions, hs / 2): keys are rotated remade */
 } Head;
+
+/* x, rounded to float32 here: gcc and clang may otherwise fuse a product into the add after it (one FMA,
+   one rounding) where run_ternary rounds the product, then adds its bias. */
+static inline float rounded(float x) {
+#if defined(__GNUC__)
+    __asm__("" : "+m"(x));
+#endif
+    return x;
+}
+
+#if X86
+static inline __m256 rounded8(__m256 x) {  /* rounded(), eight lanes */
+    __asm__("" : "+x"(x));
+    return x;
+}
+#endif
+
+/* A sums cache's row (hs) as the float32 vector the product made: sums x scale, rounded, then + bias. */
+static void remake(const int16_t *sums, float scale, const float *bias, float *out, int hs) {
+    int i = 0;
+#if X86
+    for (; i + 8 <= hs; i += 8) {
+        __m256 v = _mm256_mul_ps(load8(sums, i, I16), _mm256_set1_ps(scale));
+        _mm256_storeu_ps(out + i, bias ? _mm256_add_ps(rounded8(v), _mm256_loadu_ps(bias + i)) : v);
+    }
+#endif
+    for (; i < hs; i++) out[i] = bias ? rounded((float)sums[i] * scale) + bias[i] : (float)sums[i] * scale;
+}
+
+/* Keys t .. t + n - 1 of a sums cache into out (n, hs) as the float32 cache holds them: remade, rotated. */
+static void remake_keys(const Head *head, int64_t t, int n, int hs, float *out) {
+    for (int u = 0; u < n; u++) {
+        remake((const int16_t *)head->k + (t + u) * hs, head->k_scale[t + u], head->k_bias, out + u * hs, hs);
+        rotate(out + u * hs, head->cos + (t + u) * hs / 2, head->sin + (t + u) * hs / 2, hs);
+    }
+}
+
+/* Value t's dimension i as float32: a sums cache's int16 times its scale, then its bias, as the float32
+   cache's value was made (run_ternary: the product's y = sums x scale, then y + bias). */
+static inline float value_at(const Head *head, int64_t t, int i, int hs, int type) {
+    float v = weight(head->v, t * hs + i, type);
+    if (type != I16) return v;
+    v = rounded(v * head->v_scale[t]);
+    return head->v_bias ? v + head->v_bias[i] : v;
+}
 
 static void scale_by(float *att, const float *scale, int T) {  /* att[t] *= scale[t], where there are scales */
     if (scale)
         for (int t = 0; t < T; t++) att[t] *= scale[t];
 }
 
-#if X86
 #define KEYS 8  /* keys a pass scores, and 8-lane runs of y it adds: eight FMA chains hide FMA's latency */
+#if X86
 
 /* out[j] = the sum of a[j]'s eight lanes, j < 4, in hsum8's order (halves, pairs, the last two). */
 INLINE void add_lanes4(const __m256 *a, float *out) {
@@ -170,14 +240,22 @@ INLINE void scores(const float *q, const void *kc, int64_t t, int n, int hs, int
     }
 }
 
+/* value_at for dimensions i .. i + 7. */
+INLINE __m256 value8(const Head *head, int64_t t, int i, int hs, int type) {
+    __m256 v = load8(head->v, t * hs + i, type);
+    if (type != I16) return v;
+    v = _mm256_mul_ps(v, _mm256_set1_ps(head->v_scale[t]));
+    return head->v_bias ? _mm256_add_ps(rounded8(v), _mm256_loadu_ps(head->v_bias + i)) : v;
+}
+
 /* y[i .. i + 8 chunks - 1] = sum_t att[t] v_t[i ..] over the T cached values, chunks <= KEYS: one FMA chain
    per eight dimensions, each value's bytes read once, added in order of t (the plain loop's order). */
-INLINE void add_values(const void *vc, const float *att, int T, int hs, int i, int chunks, int kind, float *y) {
+INLINE void add_values(const Head *head, const float *att, int T, int hs, int i, int chunks, int type, float *y) {
     __m256 acc[KEYS];
     for (int k = 0; k < chunks; k++) acc[k] = _mm256_setzero_ps();
     for (int t = 0; t < T; t++) {
         __m256 a = _mm256_set1_ps(att[t]);
-        for (int k = 0; k < chunks; k++) acc[k] = _mm256_fmadd_ps(a, load8(vc, (int64_t)t * hs + i + 8 * k, kind), acc[k]);
+        for (int k = 0; k < chunks; k++) acc[k] = _mm256_fmadd_ps(a, value8(head, t, i + 8 * k, hs, type), acc[k]);
     }
     for (int k = 0; k < chunks; k++) _mm256_storeu_ps(y + i + 8 * k, acc[k]);
 }
@@ -213,31 +291,40 @@ static float exponentiate(float *att, int T, float scale) {
 
 /* One query (hs) of one head against its cached positions 0 .. T - 1 (rows of hs, one after another), in
    the cache's kind: y (hs) = softmax(q . k_t / sqrt(hs)) v. An int8 cache's scales come in once a
-   position: a score times its key's, a softmax numerator times its value's. x86: the scores KEYS keys at a
+   position: a score times its key's, a softmax numerator times its value's. A sums cache's keys are remade
+   KEYS at a time into float32, its values eight dimensions at a time as they are added: the float32
+   cache's numbers, in the same order. x86: the scores KEYS keys at a
    time, and y eight dimensions a chain, 8 KEYS of them in registers while every value is added in, in
    order of t (the plain loop's order: each y[i] = sum_t att[t] v_t[i] added from t = 0, the x86 path with
    FMAs). */
-INLINE void attend(const float *q, const Head *head, float *att, float *y, int T, int hs, int kind) {
-    const void *kc = head->k, *vc = head->v;
+INLINE void attend(const float *q, const Head *head, float *att, float *y, int T, int hs, int cache) {
+    int type = cache_type(cache), kind = cache == CACHE_SUMS ? F32 : type;  /* the keys' type as scored: sums remade */
     int whole = X86 ? hs / 8 * 8 : 0;  /* the dimensions the x86 path takes; the plain loops the rest */
-    for (int t = 0; t < T; t++) att[t] = 0.0f;
+    float remade[KEYS * hs];
+    for (int t = 0; t < T; t += KEYS) {  /* KEYS keys at a time: a sums cache's remade first, in float32 */
+        int n = T - t < KEYS ? T - t : KEYS;
+        const void *kc = cache == CACHE_SUMS ? remade : head->k;
+        int64_t at = cache == CACHE_SUMS ? 0 : t;  /* the first key's row in kc */
+        if (cache == CACHE_SUMS) remake_keys(head, t, n, hs, remade);
+        for (int u = 0; u < n; u++) att[t + u] = 0.0f;
 #if X86
-    for (int t = 0; t < T; t += KEYS) scores(q, kc, t, T - t < KEYS ? T - t : KEYS, hs, kind, att + t);
+        scores(q, kc, at, n, hs, kind, att + t);
 #endif
-    for (int t = 0; t < T && whole < hs; t++)
-        for (int i = whole; i < hs; i++) att[t] += q[i] * weight(kc, (int64_t)t * hs + i, kind);
-    scale_by(att, head->k_scale, T);
+        for (int u = 0; u < n && whole < hs; u++)
+            for (int i = whole; i < hs; i++) att[t + u] += q[i] * weight(kc, (at + u) * hs + i, kind);
+    }
+    if (kind == I8) scale_by(att, head->k_scale, T);
     float total = exponentiate(att, T, 1.0f / sqrtf((float)hs));
-    scale_by(att, head->v_scale, T);
+    if (type == I8) scale_by(att, head->v_scale, T);
     int i = 0;
 #if X86
-    for (; i + 8 * KEYS <= whole; i += 8 * KEYS) add_values(vc, att, T, hs, i, KEYS, kind, y);
-    for (; i + 32 <= whole; i += 32) add_values(vc, att, T, hs, i, 4, kind, y);
-    for (; i < whole; i += 8) add_values(vc, att, T, hs, i, 1, kind, y);
+    for (; i + 8 * KEYS <= whole; i += 8 * KEYS) add_values(head, att, T, hs, i, KEYS, type, y);
+    for (; i + 32 <= whole; i += 32) add_values(head, att, T, hs, i, 4, type, y);
+    for (; i < whole; i += 8) add_values(head, att, T, hs, i, 1, type, y);
 #endif
     for (; i < hs; i++) {
         y[i] = 0.0f;
-        for (int t = 0; t < T; t++) y[i] += att[t] * weight(vc, (int64_t)t * hs + i, kind);
+        for (int t = 0; t < T; t++) y[i] += att[t] * value_at(head, t, i, hs, type);
     }
     for (i = 0; i < hs; i++) y[i] /= total;
 }
@@ -264,15 +351,16 @@ typedef struct {
    L2, where one head's cache outgrows L1, at about one load a cycle) where attend() loads it again for every
    row. The same sums in the same order as attend's: the same bits (a row's positions past its own add
    zeros to its values' sums, and their scores are not kept). */
-INLINE void attend_rows(const Rows *r, const Head *head, int hs, int kind) {
-    const void *kc = head->k, *vc = head->v;
+INLINE void attend_rows(const Rows *r, const Head *head, int hs, int cache) {
+    const void *kc = head->k;
+    int type = cache_type(cache);  /* never a sums cache: a prompt's is remade first */
     int last = r->T + QUERIES - 1;  /* the last row's positions */
     float total[QUERIES];
     for (int t = 0; t < last; t++) {  /* q . k_t for every row: one FMA chain each, reduced as scores() does */
         __m256 acc[QUERIES];
         for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_setzero_ps();
         for (int i = 0; i < hs; i += 8) {
-            __m256 k = load8(kc, (int64_t)t * hs + i, kind);
+            __m256 k = load8(kc, (int64_t)t * hs + i, type);
             for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r->q + j * r->q_stride + i), k, acc[j]);
         }
         for (int j = 0; j < QUERIES; j += 4) {
@@ -284,16 +372,16 @@ INLINE void attend_rows(const Rows *r, const Head *head, int hs, int kind) {
     }
     for (int j = 0; j < QUERIES; j++) {
         float *att = r->att + j * r->att_stride;
-        scale_by(att, head->k_scale, r->T + j);
+        if (type == I8) scale_by(att, head->k_scale, r->T + j);
         total[j] = exponentiate(att, r->T + j, 1.0f / sqrtf((float)hs));
-        scale_by(att, head->v_scale, r->T + j);
+        if (type == I8) scale_by(att, head->v_scale, r->T + j);
         for (int t = r->T + j; t < last; t++) att[t] = 0.0f;
     }
     for (int i = 0; i < hs; i += 8) {  /* eight dimensions of every row's output, each value loaded once */
         __m256 acc[QUERIES];
         for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_setzero_ps();
         for (int t = 0; t < last; t++) {
-            __m256 v = load8(vc, (int64_t)t * hs + i, kind);
+            __m256 v = value8(head, t, i, hs, type);
             for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(r->att[j * r->att_stride + t]), v, acc[j]);
         }
         for (int j = 0; j < QUERIES; j++) _mm256_storeu_ps(r->y + j * r->y_stride + i, acc[j]);
@@ -307,45 +395,72 @@ INLINE void attend_rows(const Rows *r, const Head *head, int hs, int kind) {
 
 /* n rows (n <= QUERIES) of one head against its cache in the cache's kind: attend_rows where there are
    QUERIES of them, else attend() row by row. */
-INLINE void attend_group(const Rows *r, int n, const Head *head, int hs, int kind) {
+INLINE void attend_group(const Rows *r, int n, const Head *head, int hs, int cache) {
 #if X86
     if (n == QUERIES && hs % 8 == 0) {
-        attend_rows(r, head, hs, kind);
+        attend_rows(r, head, hs, cache);
         return;
     }
 #endif
-    for (int j = 0; j < n; j++) attend(r->q + j * r->q_stride, head, r->att + j * r->att_stride, r->y + j * r->y_stride, r->T + j, hs, kind);
+    for (int j = 0; j < n; j++) attend(r->q + j * r->q_stride, head, r->att + j * r->att_stride, r->y + j * r->y_stride, r->T + j, hs, cache);
 }
 
-/* Causal attention of rows new positions (s->pos ..) after their keys and values join the cache. */
-static void attention(const Config *c, State *s, int layer, int rows) {
+/* Head h of layer's cache; bias: the qkv product's (3 n_embd), or NULL. */
+static Head cache_head(const Config *c, const State *s, int layer, int h, const float *bias) {
+    int C = c->n_embd, hs = C / c->n_head, type = cache_type(s->cache), sums = s->cache == CACHE_SUMS;
+    int64_t head = (int64_t)layer * c->n_head + h, at = head * s->positions * hs * element_size(type);
+    const float *k_scale = s->k_scale + head * s->positions, *v_scale = s->v_scale + head * s->positions;
+    return (Head){(const char *)s->k_cache + at, (const char *)s->v_cache + at, type == F32 || type == F16 ? NULL : k_scale,
+                  type == F32 || type == F16 ? NULL : v_scale, sums && bias ? bias + C + h * hs : NULL,
+                  sums && bias ? bias + 2 * C + h * hs : NULL, s->cos, s->sin};
+}
+
+/* Causal attention of rows new positions (s->pos ..) after their keys and values join the cache; bias:
+   the qkv product's (3 n_embd), or NULL. */
+static void attention(const Config *c, State *s, int layer, int rows, const float *bias) {
     int C = c->n_embd, nh = c->n_head, hs = C / nh;
-    int64_t per_head = (int64_t)s->positions * hs, size = element_size(s->cache);
+    int64_t per_head = (int64_t)s->positions * hs;
+    int type = cache_type(s->cache);
     for (int r = 0; r < rows; r++) {
         float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
+        const int32_t *sums = s->qkv_sums + (int64_t)r * 3 * C;
         const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
         for (int h = 0; h < nh; h++) {
             rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
             int64_t head = (int64_t)layer * nh + h, at = head * per_head + (int64_t)(s->pos + r) * hs;
             int64_t scale = head * s->positions + s->pos + r;
-            store(s->k_cache, at, k + h * hs, hs, s->cache, s->k_scale + scale);
-            store(s->v_cache, at, v + h * hs, hs, s->cache, s->v_scale + scale);
+            if (s->cache == CACHE_SUMS) {  /* the sums before the bias and the rotation */
+                store_sums(s->k_cache, at, sums + C + h * hs, hs, s->qkv_scale[r], s->k_scale + scale);
+                store_sums(s->v_cache, at, sums + 2 * C + h * hs, hs, s->qkv_scale[r], s->v_scale + scale);
+            } else {
+                store(s->k_cache, at, k + h * hs, hs, type, s->k_scale + scale);
+                store(s->v_cache, at, v + h * hs, hs, type, s->v_scale + scale);
+            }
         }
     }
-    int groups = (rows + QUERIES - 1) / QUERIES, scaled = s->cache == I8;
+    int prompt = s->cache == CACHE_SUMS && rows > 1, T = s->pos + rows;
+    if (prompt) {  /* a prompt's groups of rows each read every key and value: remade once, for all of them */
+        #pragma omp parallel for
+        for (int h = 0; h < nh; h++) {
+            Head from = cache_head(c, s, layer, h, bias);
+            remake_keys(&from, 0, T, hs, s->k_wide + h * per_head);
+            for (int t = 0; t < T; t++)
+                remake((const int16_t *)from.v + t * hs, from.v_scale[t], from.v_bias, s->v_wide + h * per_head + t * hs, hs);
+        }
+    }
+    int groups = (rows + QUERIES - 1) / QUERIES;
     #pragma omp parallel for collapse(2) schedule(static, 1)  /* dealt in turn: later rows have more positions */
     for (int g = 0; g < groups; g++)
         for (int h = 0; h < nh; h++) {  /* groups of rows and heads side by side, each row its own row of scores */
             int r = g * QUERIES, n = rows - r < QUERIES ? rows - r : QUERIES;
-            int64_t head = (int64_t)layer * nh + h, at = head * per_head * size;
             Rows rs = {s->qkv + (int64_t)r * 3 * C + h * hs, 3 * C, s->att + ((int64_t)r * nh + h) * s->positions,
                        nh * s->positions, s->y + (int64_t)r * C + h * hs, C, s->pos + r + 1};
-            Head hd = {(const char *)s->k_cache + at, (const char *)s->v_cache + at,
-                       scaled ? s->k_scale + head * s->positions : NULL, scaled ? s->v_scale + head * s->positions : NULL};
-            switch (s->cache) {  /* each kind its own copy of the loops, the loads inlined */
-            case F16: attend_group(&rs, n, &hd, hs, F16); break;
-            case I8: attend_group(&rs, n, &hd, hs, I8); break;
-            default: attend_group(&rs, n, &hd, hs, F32);
+            Head hd = prompt ? (Head){.k = s->k_wide + h * per_head, .v = s->v_wide + h * per_head} : cache_head(c, s, layer, h, bias);
+            switch (prompt ? CACHE_F32 : s->cache) {  /* each kind its own copy of the loops, the loads inlined */
+            case CACHE_SUMS: attend_group(&rs, n, &hd, hs, CACHE_SUMS); break;
+            case CACHE_F16: attend_group(&rs, n, &hd, hs, CACHE_F16); break;
+            case CACHE_I8: attend_group(&rs, n, &hd, hs, CACHE_I8); break;
+            default: attend_group(&rs, n, &hd, hs, CACHE_F32);
             }
         }
 }
@@ -422,18 +537,18 @@ static void forward(const Model *m, State *s, const int *ids, int rows, int logi
         // attention layernorm, then q, k, v for every row at once (one ternary matrix product)
         #pragma omp parallel for if (rows > 1)  /* a prompt's rows side by side (one thread would leave the others waiting) */
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln1_w, L->ln1_b, C);
-        run_ternary(&L->qkv, s->h, s->qkv, rows);
+        run_ternary(&L->qkv, s->h, s->qkv, rows, s->qkv_sums, s->qkv_scale);
         // rotary positions, the keys and values into the cache, each row's heads over the cache
-        attention(c, s, l, rows);
+        attention(c, s, l, rows, L->qkv.bias);
         // the output projection, then the residual connection back into x
-        run_ternary(&L->proj, s->y, s->h, rows);
+        run_ternary(&L->proj, s->y, s->h, rows, NULL, NULL);
         for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
         // MLP layernorm, up, exact GELU (erf), down, and the residual connection
         #pragma omp parallel for if (rows > 1)
         for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
-        run_ternary(&L->fc, s->h, s->mlp, rows);
+        run_ternary(&L->fc, s->h, s->mlp, rows, NULL, NULL);
         gelu(s->mlp, (int64_t)rows * H);
-        run_ternary(&L->down, s->mlp, s->h, rows);
+        run_ternary(&L->down, s->mlp, s->h, rows, NULL, NULL);
         for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
     }
     s->pos += rows;

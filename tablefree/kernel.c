@@ -259,15 +259,18 @@ static float quantize_row(const float *x, int8_t *q, int in, int in_padded) {
 
 /* The whole BitLinear at once: x (N, in) float32 -> y (N, out) float32 = (x_q W^T) gamma / s, with
    x_q = round(x s) clamped to [-128, 127] and s = 127 / max(max |x|, 1e-5) per row: the operations
-   of ternary.absmax_int8 and PackedTernaryLinear.forward, in their order and float32 rounding. */
-void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out) {
+   of ternary.absmax_int8 and PackedTernaryLinear.forward, in their order and float32 rounding. Where
+   kept_sums and kept_scale are not NULL, the integer sums (N, out) and each row's gamma / s (N) are left
+   there (either may be NULL): y = sums x scale, which decode.c's KV cache keeps in int16 for the values. */
+void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out,
+                    int32_t *kept_sums, float *kept_scale) {
     int8_t *xq = malloc((size_t)N * in_padded);
-    float *scale = malloc(sizeof(float) * N);
+    float *scale = kept_scale ? kept_scale : malloc(sizeof(float) * N);
     #pragma omp parallel for if (N > 1)  /* a prompt's rows side by side; each row's factor, once */
     for (int n = 0; n < N; n++)
         scale[n] = gamma / quantize_row(x + (int64_t)n * in, xq + (int64_t)n * in_padded, in, in_padded);
     int32_t *xsum = row_sums(xq, N, in_padded);
-    int32_t *sums = malloc(sizeof(int32_t) * (size_t)N * out);
+    int32_t *sums = kept_sums ? kept_sums : malloc(sizeof(int32_t) * (size_t)N * out);
     #pragma omp parallel  /* as ternary_matmul, then each thread rescales the sums it made */
     {
         int lo, hi;
@@ -276,18 +279,21 @@ void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int
         for (int n = 0; n < N; n++)
             for (int o = lo; o < hi; o++) y[(int64_t)n * out + o] = (float)sums[(int64_t)n * out + o] * scale[n];
     }
-    free(xq), free(xsum), free(scale), free(sums);
+    free(xq), free(xsum);
+    if (!kept_sums) free(sums);
+    if (!kept_scale) free(scale);
 }
 
 // ----------------------------------------------------------------------------
 // Float matrix-vector products (an untied or tied head, the code head's projection; the torch path's Linears)
 
-/* a float matrix's element type; I8: integers whose scales are kept apart (the KV cache's) */
-enum { F32 = 0, BF16 = 1, F16 = 2, I8 = 3 };
+/* a float matrix's element type; I8, I16: integers whose scales are kept apart (the KV cache's) */
+enum { F32 = 0, BF16 = 1, F16 = 2, I8 = 3, I16 = 4 };
 
 static inline float weight(const void *w, int64_t i, int kind) {  /* element i as float32: bfloat16 is its top half */
     if (kind == F32) return ((const float *)w)[i];
     if (kind == I8) return (float)((const int8_t *)w)[i];
+    if (kind == I16) return (float)((const int16_t *)w)[i];
     uint16_t bits = ((const uint16_t *)w)[i];
     if (kind == F16) return half_to_float(bits);
     uint32_t wide = (uint32_t)bits << 16;
@@ -302,6 +308,7 @@ static inline __m256 load8(const void *w, int64_t i, int kind) {  /* eight weigh
     if (kind == I8) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)w + i))));
     __m128i halves = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
     if (kind == F16) return _mm256_cvtph_ps(halves);
+    if (kind == I16) return _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(halves));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
 }
 

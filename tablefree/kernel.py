@@ -80,7 +80,8 @@ def _build():
         return None, f"torch._int_mm (int8 weights in memory): {e}"
     lib = ctypes.CDLL(str(library))
     lib.ternary_matmul.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3
-    lib.ternary_linear.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p] + [ctypes.c_int] * 4
+    lib.ternary_linear.argtypes = ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p] + [ctypes.c_int] * 4
+                                   + [ctypes.c_void_p] * 2)  # the sums and scales kept: none here
     for name in ("float_matvec", "bf16_matvec"):
         getattr(lib, name).argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 2
     return lib, f"C kernel ({how}; 2 bits a weight in memory)"
@@ -101,7 +102,7 @@ def linear(lib, x, packed, in_features, gamma):
     x = x.contiguous()
     y = torch.empty(*x.shape[:-1], packed.size(0), dtype=torch.float32)
     lib.ternary_linear(x.data_ptr(), packed.data_ptr(), gamma, y.data_ptr(), x.numel() // in_features, in_features,
-                       packed.size(1) * 4, packed.size(0))
+                       packed.size(1) * 4, packed.size(0), None, None)
     return y
 
 

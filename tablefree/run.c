@@ -15,7 +15,9 @@
              float32, within 1e-4 of torch's)
 
    The prompt goes through in runs of up to 64 positions (matrix products: each weight read once a
-   run), then one position a step. This file: the file format, the model's tensors, choosing tokens,
+   run), then one position a step. The KV cache keeps each key and value as the integer sums the qkv
+   product made it from, in int16 (decode.c: the float32 cache's numbers in half its bytes; --kv_cache
+   f32, f16 or i8 instead). This file: the file format, the model's tensors, choosing tokens,
    the thread count (Pace) and the loop; decode.c: the model's arithmetic; kernel.c: the kernels.
 
    Build: cc -O3 -o run run.c -lm                      any C99 compiler, any CPU: the plain loops, one thread
@@ -23,7 +25,7 @@
                                                         x86 paths and every core (tablefree/runtime.py builds the
                                                         best the compiler and the CPU allow, at first use)
    Run:   run model.bin --ids 15,42,7 [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-              [--seed S] [--stop ID] [--kv_cache f32|f16|i8] [--head_tables f32|i16] [--exact] [--logits FILE]
+              [--seed S] [--stop ID] [--kv_cache sums|f32|f16|i8] [--head_tables f32|i16] [--exact] [--logits FILE]
               [--print_ids]
    The new tokens' bytes go to stdout as they are chosen (--print_ids: their ids, one a line); one
    line of timing and memory to stderr at the end (the prompt's rate, then decoding's: the steps after
@@ -442,13 +444,14 @@ static uint64_t seed_flag(const char *v) {  /* 0 .. 2^64 - 1 */
 
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: run model.bin --ids 1,2,3 [--max_new_tokens N] [--temperature T] [--top_k K] "
-                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache f32|f16|i8] [--head_tables f32|i16] [--exact] "
+                      "[--top_p P] [--seed S] [--stop ID] [--kv_cache sums|f32|f16|i8] [--head_tables f32|i16] [--exact] "
                       "[--logits FILE] [--print_ids]", NULL);
     int max_new = 256, top_k = 0, print_ids = 0, n_ids = 0, cap = 0, stop = -1, made = 0;
     float temperature = 1.0f, top_p = 0.0f;
     const char *logits_path = NULL, *ids_text = NULL;
     int cache = -1, tables16 = -1, exact = 0;  /* --kv_cache's kind, --head_tables i16 (-1: not given), --exact */
-    const char *kinds[] = {"f32", "", "f16", "i8"}, *kind_names[] = {"float32", "", "float16", "int8"};  /* by F32 .. I8 */
+    const char *kinds[] = {"f32", "f16", "i8", "sums"};  /* by CACHE_F32 .. CACHE_SUMS */
+    const char *kind_names[] = {"float32", "float16", "int8", "float32 keys, values as int16 sums"};
     rng_state = 1337;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -465,9 +468,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--stop")) stop = (int)int_flag(a, v, -1, 1 << 30);
         else if (!strcmp(a, "--kv_cache")) {
             cache = -1;
-            for (int k = F32; k <= I8; k++)
-                if (*kinds[k] && !strcmp(v, kinds[k])) cache = k;
-            if (cache < 0) die("--kv_cache must be f32, f16 or i8, not ", v);
+            for (int k = CACHE_F32; k <= CACHE_SUMS; k++)
+                if (!strcmp(v, kinds[k])) cache = k;
+            if (cache < 0) die("--kv_cache must be sums, f32, f16 or i8, not ", v);
         }
         else if (!strcmp(a, "--head_tables") && (!strcmp(v, "f32") || !strcmp(v, "i16"))) tables16 = !strcmp(v, "i16");
         else if (!strcmp(a, "--head_tables")) die("--head_tables must be f32 or i16, not ", v);
@@ -480,10 +483,11 @@ int main(int argc, char **argv) {
     Model m = {{0}};
     load_model(&m, &f);
     if (tables16 == 1 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
-    if (exact && ((cache >= 0 && cache != F32) || tables16 == 1))
+    if (exact && ((cache >= 0 && cache != CACHE_F32) || tables16 == 1))
         die("--exact keeps float32 everywhere; drop --kv_cache and --head_tables", NULL);
-    /* the defaults: a float32 cache, and a code head's int16 tables (the logits within 1e-3 of their range) */
-    cache = cache >= 0 ? cache : F32, tables16 = tables16 == -1 ? m.c.head == CODES && !exact : tables16;
+    /* the defaults: the values' sums in the cache (the float32 cache's bits), and a code head's int16 tables
+       (the logits within 1e-3 of their range) */
+    cache = cache >= 0 ? cache : exact ? CACHE_F32 : CACHE_SUMS, tables16 = tables16 == -1 ? m.c.head == CODES && !exact : tables16;
     int V = m.c.vocab, block = m.c.block_size;
     int *ids = NULL;
     for (const char *p = ids_text; *p;) {

@@ -81,10 +81,12 @@ def test_every_build_gives_the_torch_paths_tokens_and_logits(name, models, tmp_p
     """Each build, each input and head: the torch path's greedy tokens, with --exact its logits within 1e-4
     of their range (plain C sums in another order than the x86 lanes: measured 2e-7 against 1.6e-7), but at
     most one step where an activation's int8 rounding falls the other way; and a float16 KV cache (plain C:
-    float_to_half by hand; x86: F16C) and an int8 one keep the tokens too."""
+    float_to_half by hand; x86: F16C) and an int8 one keep the tokens too; the default cache of integer
+    sums gives the float32 cache's logits bytes."""
     command = built(name)
     for kind, (flat, tokens, logits) in models.items():
         ours, ours_logits = decode(command, flat, tmp_path, "--exact")
+        assert decode(command, flat, tmp_path, "--head_tables", "f32")[1].tobytes() == ours_logits.tobytes(), (name, kind)
         assert ours == tokens, (name, kind)
         errors = np.sort(np.abs(ours_logits[:len(logits)] - logits).max(axis=1)) / (logits.max() - logits.min())
         assert errors[-2] <= 1e-4 and errors[-1] <= 1e-3, (name, kind, errors[-3:])

@@ -128,6 +128,52 @@ def test_int16_head_tables_keep_the_greedy_tokens_and_give_every_build_the_same_
                                                     "head is a float matrix\n")
 
 
+def logits_bytes(flat, tmp_path, prompt, steps, *flags, build=None):
+    """(the greedy tokens, the logits file's bytes) of run.c on flat."""
+    done = run(flat, "--ids", ",".join(map(str, prompt)), "--max_new_tokens", str(steps), "--temperature", "0",
+               "--print_ids", "--logits", str(tmp_path / "logits"), *flags, build=build)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split(), (tmp_path / "logits").read_bytes()
+
+
+def test_the_default_cache_of_integer_sums_gives_the_float32_caches_bits(tmp_path, monkeypatch):
+    """The default KV cache keeps each key and value as the qkv product's int16 sums and remakes the float32
+    numbers from them as the product made them (x scale, + bias, a key then rotated): every kind, a prompt
+    past the window (a restart), and a 150-token prompt in runs (whose keys and values are remade once a
+    run), in this CPU's build and the AVX2 one, give the logits bytes of --kv_cache f32."""
+    builds = both_builds(monkeypatch)
+    for kind in KINDS:
+        runtime.write_flat(packed_model(kind), tmp_path / "model.bin")
+        for build in builds:
+            ours = logits_bytes(tmp_path / "model.bin", tmp_path, PROMPT, 60, "--head_tables", "f32", build=build)
+            assert ours == logits_bytes(tmp_path / "model.bin", tmp_path, PROMPT, 60, "--exact", build=build), kind
+    runtime.write_flat(packed_model("binary+bias", block_size=192), tmp_path / "long.bin")
+    prompt = [(7 * i) % 300 for i in range(150)]
+    for build in builds:
+        assert (logits_bytes(tmp_path / "long.bin", tmp_path, prompt, 12, "--kv_cache", "sums", build=build)
+                == logits_bytes(tmp_path / "long.bin", tmp_path, prompt, 12, "--kv_cache", "f32", build=build))
+
+
+def test_sums_past_int16_are_halved_until_they_fit(tmp_path):
+    """A head whose qkv sums pass 32,767 (every weight +1 and every input near the largest: about 380 x 115)
+    is kept halved, its scale doubled: the logits move (the bytes differ from the float32 cache's) but stay
+    within 1e-4 of their range, the greedy tokens the same; a cache that let them wrap would be far off."""
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=300, n_layer=1, n_head=2, n_embd=384, block_size=48, input="binary", body="ternary",
+                       bias=True, code_values="pm1")
+    model = GPT(config, vocab=VOCAB)
+    with torch.no_grad():
+        model.h[0].ln_1.weight.fill_(0.1), model.h[0].ln_1.bias.fill_(3.0)  # every input of qkv near 3
+        model.h[0].attn.c_attn.weight.fill_(1.0)
+    runtime.write_flat(packed_ternary(model.eval(), {"model_config": asdict(config), "tokenizer": {"info": {}, "ranks": ""}}),
+                       tmp_path / "model.bin")
+    tokens, ours = logits_bytes(tmp_path / "model.bin", tmp_path, PROMPT, 20, "--kv_cache", "sums")
+    float_tokens, theirs = logits_bytes(tmp_path / "model.bin", tmp_path, PROMPT, 20, "--kv_cache", "f32")
+    ours, theirs = np.frombuffer(ours, dtype=np.float32), np.frombuffer(theirs, dtype=np.float32)
+    assert tokens == float_tokens and not np.array_equal(ours, theirs)
+    assert np.abs(ours - theirs).max() <= 1e-4 * (theirs.max() - theirs.min())
+
+
 def test_long_prompts_in_runs_and_any_thread_count_give_the_same_logits(tmp_path, monkeypatch):
     """A 150-token prompt goes through in runs of 64, 64 and 22 positions, each run's Linears as one
     matrix product: its logits are the torch path's (which takes the prompt whole); and 1, 2 or 3
