@@ -1,7 +1,7 @@
 """experiments/bench.py's `lengths` section (issue 66): the paper section's two engines at every length.
 
 At the frozen-code paper's shape (experiments/bench_paper.py's random models): our runtime (tablefree/run.c)
-on the frozen code-head ternary model, at its defaults (a float32 KV cache, the code head's int16 tables),
+on the frozen code-head ternary model, at its defaults (the KV cache's int16 sums, the code head's int16 tables),
 with --exact (float32 everywhere), --kv_cache f16 and --kv_cache i8 (the options); llama.cpp's own llama-bench on the tied float
 model in Q8_0, run the same way: `-p 512 -n 0` for a 512-token prompt, `-p 0 -n N -d D` for N tokens after
 D of context (ours: a D-token prompt, then N steps). Each work idle and beside one busy process; the engines
@@ -92,8 +92,7 @@ def summarize(work, load, runs, made, context, new, bandwidth):
         if engine != "llama-bench":
             row["ratio"] = statistics.median(ours / theirs for (ours, _), theirs in zip(done, rival))
         if new:  # a decoding step's bytes: the weights it uses and the KV cache at the mean context
-            kv = {"llama-bench": 2, "--kv_cache f16": 2,  # int8: a byte a value and a float scale a head's vector
-                  "--kv_cache i8": 1 + 4 * config.n_head / config.n_embd}.get(engine, 4)
+            kv = 2 if engine == "llama-bench" else engines.cache_bytes(OURS[engine], config)
             read = (made["gguf_bytes"] if engine == "llama-bench" else made["flat_bytes"]) + engines.kv_bytes(
                 config, context + new / 2, kv)
             row.update(bytes=read, of_bandwidth=read * tok_s / 1e9 / bandwidth)
@@ -105,7 +104,8 @@ def table(rows, bandwidth, threads, pairs):
     lines = [f"Against llama-bench (built by `dev/build_llama_bench.sh` from the llama.cpp that llama-cpp-python 0.3.36 "
              f"vendors; its F16 KV cache): the paper's shape with random weights, {threads} threads, each engine's "
              f"process run {pairs} times in turns with the others. Ours: the frozen code-head ternary model in run.c "
-             f"(defaults: float32 KV cache and int16 code-head tables; --exact: float32 tables too; --kv_cache i8: int8 keys and values, a float scale for each head's); llama-bench: the "
+             f"(defaults: the KV cache as int16 sums, the float32 cache's numbers, and int16 code-head tables; --exact: "
+             f"float32 cache and tables; --kv_cache i8: int8 keys and values, a float scale for each head's); llama-bench: the "
              f"tied float model in Q8_0. This machine's read bandwidth (experiments/bandwidth.c): {bandwidth:.1f} GB/s.",
              "", "| work | load | engine | tokens/s | ratio to llama-bench | MB a step | of the bandwidth | peak RSS (MB) |",
              "|---|---|---|---|---|---|---|---|"]

@@ -161,7 +161,7 @@ def paired_rows(files, program, counts, pairs, new_tokens, bandwidth):
     rows = []
     for (engine, name, variant, threads, load), done in runs.items():
         config, f = files[name]["config"], files[name]
-        read = (f["bytes"] + engines.kv_bytes(config, PROMPT + new_tokens / 2, 4 if variant.startswith("f32") else 2)
+        read = (f["bytes"] + engines.kv_bytes(config, PROMPT + new_tokens / 2, engines.cache_bytes(engines.VARIANTS[variant], config))
                 if engine == "ours" else engines.gguf_bytes(f["gguf"][variant], config) +
                 engines.kv_bytes(config, PROMPT + (new_tokens + 1) / 2, 2))
         tok_s = statistics.median(r["tok_s"] for r in done)

@@ -23,9 +23,10 @@ from tablefree.build import cache_dir
 from tools.llamacpp import gguf_package
 
 PROMPT = 16  # tokens: ours gets a 16-token prompt, llama-bench a 16-token `pp` test beside its `tg`
-# run.c's variants: the KV cache in float32 (the default) or float16, and (a code head's only) its tables
-# in float32 (--exact: the torch path's logits within 1e-4) or int16 (the default: within about 1e-3)
-VARIANTS = {"f32": ("--exact",), "f16": ("--kv_cache", "f16", "--head_tables", "f32"), "f32, i16 tables": (),
+# run.c's variants: the KV cache in float32 (--exact), float16, or int16 sums (the default: float32's
+# numbers), and (a code head's only) its tables in float32 (--exact: the torch path's logits within 1e-4) or
+# int16 (the default: within about 1e-3)
+VARIANTS = {"f32": ("--exact",), "f16": ("--kv_cache", "f16", "--head_tables", "f32"), "sums, i16 tables": (),
             "f16, i16 tables": ("--kv_cache", "f16")}
 
 
@@ -82,6 +83,14 @@ def llama(program, gguf, threads, new_tokens, prompt=PROMPT, depth=PROMPT):
                              "-t", str(threads), "-r", "1", "-o", "json"], threads)
     tests = {("pp" if r["n_gen"] == 0 else "tg"): r["avg_ts"] for r in json.loads(out)}
     return {"tok_s": tests.get("tg"), "prompt_tok_s": tests.get("pp"), "threads_used": threads, "peak_rss": peak}
+
+
+def cache_bytes(flags, config):
+    """The bytes run.c's KV cache spends on a key or value with these flags: the default int16 sums and
+    int8 add a float scale for each head's vector."""
+    kind = flags[flags.index("--kv_cache") + 1] if "--kv_cache" in flags else "f32" if "--exact" in flags else "sums"
+    scale = 4 * config.n_head / config.n_embd
+    return {"f32": 4, "f16": 2, "sums": 2 + scale, "i8": 1 + scale}[kind]
 
 
 def kv_bytes(config, positions, bytes_per_value):

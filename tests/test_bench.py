@@ -80,8 +80,8 @@ def test_the_lengths_rows_and_targets_by_hand():
     """experiments/bench_lengths: the ratio is the median of the pairs' ratios, a decoding row's bytes are
     the file's and the KV cache's at the mean context, and each target is judged from those; a decoding
     target also says the share of the bandwidth it needs (here 1 MB/s: llama-bench's 67488 bytes at 10 a
-    second are 67%, and ours 127976 (defaults), 64488 (float16) and 48616 (int8: 1.5 bytes a value with
-    its head's scale) bytes a step allow 0.53x, 1.05x and 1.39x)."""
+    second are 67%, and ours 80360 (defaults: int16 sums, 2.5 bytes a value with its head's scale), 64488
+    (float16) and 48616 (int8: 1.5 bytes) bytes a step allow 0.84x, 1.05x and 1.39x)."""
     made = {"config": SimpleNamespace(n_layer=2, n_embd=8, n_head=1), "flat_bytes": 1000, "gguf_bytes": 4000}
     rows = []
     for work, (context, new), scale in (("a 512-token prompt", (512, 0), 1.0), ("64 tokens after 960", (960, 64), 0.5)):
@@ -99,8 +99,9 @@ def test_the_lengths_rows_and_targets_by_hand():
     assert by[("64 tokens after 960", "idle", "--kv_cache i8")]["bytes"] == 1000 + 2 * 2 * 8 * 1.5 * (960 + 32)
     lines = bench_lengths.targets(rows)
     assert "- a 512-token prompt, defaults: 2.50x llama-bench (target at least 2x: met)" in lines
+    assert by[("64 tokens after 960", "idle", "defaults")]["bytes"] == 1000 + 2 * 2 * 8 * 2.5 * (960 + 32)
     assert ("- 64 tokens after 960, defaults: 1.25x llama-bench (target at least 5x: NOT met); its bytes a step allow "
-            "0.53x at llama-bench's 67% of the bandwidth, so 5x needs 640% of it") in lines
+            "0.84x at llama-bench's 67% of the bandwidth, so 5x needs 402% of it") in lines
     assert ("- 64 tokens after 960, --kv_cache f16: 8.00x llama-bench (target at least 7x: met); its bytes a step allow "
             "1.05x at llama-bench's 67% of the bandwidth, so 7x needs 451% of it") in lines
     assert ("- 64 tokens after 960, --kv_cache i8: 6.00x llama-bench (target at least 7x: NOT met); its bytes a step "
