@@ -421,11 +421,12 @@ static void attention(const Config *c, State *s, int layer, int rows, const floa
     int C = c->n_embd, nh = c->n_head, hs = C / nh;
     int64_t per_head = (int64_t)s->positions * hs;
     int type = cache_type(s->cache);
-    for (int r = 0; r < rows; r++) {
-        float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
-        const int32_t *sums = s->qkv_sums + (int64_t)r * 3 * C;
-        const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
+    #pragma omp parallel for collapse(2) if (rows > 1)  /* a prompt's rows and heads side by side */
+    for (int r = 0; r < rows; r++)
         for (int h = 0; h < nh; h++) {
+            float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
+            const int32_t *sums = s->qkv_sums + (int64_t)r * 3 * C;
+            const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
             rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
             int64_t head = (int64_t)layer * nh + h, at = head * per_head + (int64_t)(s->pos + r) * hs;
             int64_t scale = head * s->positions + s->pos + r;
@@ -437,7 +438,6 @@ static void attention(const Config *c, State *s, int layer, int rows, const floa
                 store(s->v_cache, at, v + h * hs, hs, type, s->v_scale + scale);
             }
         }
-    }
     int prompt = s->cache == CACHE_SUMS && rows > 1, T = s->pos + rows;
     if (prompt) {  /* a prompt's groups of rows each read every key and value: remade once, for all of them */
         #pragma omp parallel for

@@ -451,7 +451,7 @@ int main(int argc, char **argv) {
     const char *logits_path = NULL, *ids_text = NULL;
     int cache = -1, tables16 = -1, exact = 0;  /* --kv_cache's kind, --head_tables i16 (-1: not given), --exact */
     const char *kinds[] = {"f32", "f16", "i8", "sums"};  /* by CACHE_F32 .. CACHE_SUMS */
-    const char *kind_names[] = {"float32", "float16", "int8", "float32 keys, values as int16 sums"};
+    const char *kind_names[] = {"float32", "float16", "int8", "int16 sums"};
     rng_state = 1337;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

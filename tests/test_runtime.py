@@ -144,6 +144,7 @@ def test_the_default_cache_of_integer_sums_gives_the_float32_caches_bits(tmp_pat
     builds = both_builds(monkeypatch)
     for kind in KINDS:
         runtime.write_flat(packed_model(kind), tmp_path / "model.bin")
+        assert "KV cache int16 sums" in run(tmp_path / "model.bin", "--ids", "1", "--max_new_tokens", "1").stderr
         for build in builds:
             ours = logits_bytes(tmp_path / "model.bin", tmp_path, PROMPT, 60, "--head_tables", "f32", build=build)
             assert ours == logits_bytes(tmp_path / "model.bin", tmp_path, PROMPT, 60, "--exact", build=build), kind
