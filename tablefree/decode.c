@@ -344,50 +344,78 @@ typedef struct {
 #if X86
 #ifdef __AVX512F__
 #define QUERIES 8  /* a prompt's rows of one head attended together: their eight sums in AVX-512's 32 registers */
+#ifdef __AVX512VL__
+#define SPAN 3     /* and three keys, or three runs of eight dimensions, at a time: 24 sums of 32 ymm registers */
+#else
+#define SPAN 1     /* AVX-512 without VL: 16 ymm registers */
+#endif
 #else
 #define QUERIES 4
+#define SPAN 2     /* eight sums of 16 registers */
 #endif
+/* Row j's scores against keys t .. t + n - 1 (n <= SPAN), each key's bytes loaded once for every row and
+   each row's query once for the n keys: one FMA chain a row and key, reduced as scores() does. */
+INLINE void score_keys(const Rows *r, const void *kc, int t, int n, int hs, int type) {
+    __m256 acc[SPAN][QUERIES];
+    for (int u = 0; u < n; u++)
+        for (int j = 0; j < QUERIES; j++) acc[u][j] = _mm256_setzero_ps();
+    for (int i = 0; i < hs; i += 8) {
+        __m256 k[SPAN];
+        for (int u = 0; u < n; u++) k[u] = load8(kc, (int64_t)(t + u) * hs + i, type);
+        for (int j = 0; j < QUERIES; j++) {
+            __m256 q = _mm256_loadu_ps(r->q + j * r->q_stride + i);
+            for (int u = 0; u < n; u++) acc[u][j] = _mm256_fmadd_ps(q, k[u], acc[u][j]);
+        }
+    }
+    for (int u = 0; u < n; u++)
+        for (int j = 0; j < QUERIES; j += 4) {
+            float sums[4];
+            add_lanes4(acc[u] + j, sums);
+            for (int w = 0; w < 4; w++)
+                if (t + u < r->T + j + w) r->att[(j + w) * r->att_stride + t + u] = sums[w];
+        }
+}
+
+/* Every row's output in dimensions i .. i + 8 n - 1 (n <= SPAN): each value's bytes loaded once for every
+   row, each row's weight once for the n runs of eight; added in order of t, as attend() adds. */
+INLINE void add_rows(const Rows *r, const Head *head, int i, int n, int last, int hs, int type) {
+    __m256 acc[SPAN][QUERIES];
+    for (int u = 0; u < n; u++)
+        for (int j = 0; j < QUERIES; j++) acc[u][j] = _mm256_setzero_ps();
+    for (int t = 0; t < last; t++) {
+        __m256 v[SPAN];
+        for (int u = 0; u < n; u++) v[u] = value8(head, t, i + 8 * u, hs, type);
+        for (int j = 0; j < QUERIES; j++) {
+            __m256 a = _mm256_set1_ps(r->att[j * r->att_stride + t]);
+            for (int u = 0; u < n; u++) acc[u][j] = _mm256_fmadd_ps(a, v[u], acc[u][j]);
+        }
+    }
+    for (int u = 0; u < n; u++)
+        for (int j = 0; j < QUERIES; j++) _mm256_storeu_ps(r->y + j * r->y_stride + i + 8 * u, acc[u][j]);
+}
+
 /* attend() for QUERIES rows at once (hs % 8 == 0): each key and value is loaded once for all of them (from
-   L2, where one head's cache outgrows L1, at about one load a cycle) where attend() loads it again for every
-   row. The same sums in the same order as attend's: the same bits (a row's positions past its own add
-   zeros to its values' sums, and their scores are not kept). */
+   L2, where one head's cache outgrows L1, at about one load a cycle) where attend() loads it again for
+   every row, and SPAN keys or runs of values at a time. The same sums in the same order as attend's: the
+   same bits (a row's positions past its own add zeros to its values' sums, and their scores are not kept). */
 INLINE void attend_rows(const Rows *r, const Head *head, int hs, int cache) {
     const void *kc = head->k;
     int type = cache_type(cache);  /* never a sums cache: a prompt's is remade first */
-    int last = r->T + QUERIES - 1;  /* the last row's positions */
+    int last = r->T + QUERIES - 1, t = 0, i = 0;  /* the last row's positions */
     float total[QUERIES];
-    for (int t = 0; t < last; t++) {  /* q . k_t for every row: one FMA chain each, reduced as scores() does */
-        __m256 acc[QUERIES];
-        for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_setzero_ps();
-        for (int i = 0; i < hs; i += 8) {
-            __m256 k = load8(kc, (int64_t)t * hs + i, type);
-            for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r->q + j * r->q_stride + i), k, acc[j]);
-        }
-        for (int j = 0; j < QUERIES; j += 4) {
-            float sums[4];
-            add_lanes4(acc + j, sums);
-            for (int u = 0; u < 4; u++)
-                if (t < r->T + j + u) r->att[(j + u) * r->att_stride + t] = sums[u];
-        }
-    }
+    for (; t + SPAN <= last; t += SPAN) score_keys(r, kc, t, SPAN, hs, type);
+    for (; t < last; t++) score_keys(r, kc, t, 1, hs, type);
     for (int j = 0; j < QUERIES; j++) {
         float *att = r->att + j * r->att_stride;
         if (type == I8) scale_by(att, head->k_scale, r->T + j);
         total[j] = exponentiate(att, r->T + j, 1.0f / sqrtf((float)hs));
         if (type == I8) scale_by(att, head->v_scale, r->T + j);
-        for (int t = r->T + j; t < last; t++) att[t] = 0.0f;
+        for (int u = r->T + j; u < last; u++) att[u] = 0.0f;
     }
-    for (int i = 0; i < hs; i += 8) {  /* eight dimensions of every row's output, each value loaded once */
-        __m256 acc[QUERIES];
-        for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_setzero_ps();
-        for (int t = 0; t < last; t++) {
-            __m256 v = value8(head, t, i, hs, type);
-            for (int j = 0; j < QUERIES; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(r->att[j * r->att_stride + t]), v, acc[j]);
-        }
-        for (int j = 0; j < QUERIES; j++) _mm256_storeu_ps(r->y + j * r->y_stride + i, acc[j]);
-    }
+    for (; i + 8 * SPAN <= hs; i += 8 * SPAN) add_rows(r, head, i, SPAN, last, hs, type);
+    for (; i < hs; i += 8) add_rows(r, head, i, 1, last, hs, type);
     for (int j = 0; j < QUERIES; j++)
-        for (int i = 0; i < hs; i++) r->y[j * r->y_stride + i] /= total[j];
+        for (i = 0; i < hs; i++) r->y[j * r->y_stride + i] /= total[j];
 }
 #else
 #define QUERIES 1
