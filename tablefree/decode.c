@@ -149,7 +149,7 @@ static void store_sums(int16_t *cache, int64_t at, const int32_t *sums, int n, f
     int32_t most = 0;
     for (int i = 0; i < n; i++) most = sums[i] > most ? sums[i] : -sums[i] > most ? -sums[i] : most;
     int shift = 0;
-    while (most >> shift > 32767) shift++;  /* at most 8 * 127 * 2 / 3 * n: a few shifts for any width */
+    while (most >> shift > 32767) shift++;  /* |sums| <= 128 x the input width: a few halvings at most */
     for (int i = 0; i < n; i++) cache[at + i] = (int16_t)(shift ? (sums[i] + (1 << (shift - 1))) >> shift : sums[i]);
     *scale = ldexpf(row_scale, shift);
 }
@@ -213,7 +213,6 @@ static void scale_by(float *att, const float *scale, int T) {  /* att[t] *= scal
 
 #define KEYS 8  /* keys a pass scores, and 8-lane runs of y it adds: eight FMA chains hide FMA's latency */
 #if X86
-
 /* out[j] = the sum of a[j]'s eight lanes, j < 4, in hsum8's order (halves, pairs, the last two). */
 INLINE void add_lanes4(const __m256 *a, float *out) {
     __m128 h[4];
