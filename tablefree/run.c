@@ -272,6 +272,50 @@ static int by_probability(const void *a, const void *b) {
     return d > 0 ? 1 : d < 0 ? -1 : ((const Prob *)a)->id - ((const Prob *)b)->id;
 }
 
+/* Heaps of Prob in by_probability's order (the likelier first, the lower id of equals): with likeliest
+   set the likeliest is on top, else the least likely. Sorting all V (262,144 at the paper's vocabulary)
+   for every token cost 30 ms a step; top-k and the nucleus need only their own few in order. */
+static int comes_first(Prob a, Prob b) { return a.p > b.p || (a.p == b.p && a.id < b.id); }
+
+static void sift_down(Prob *heap, int n, int i, int likeliest) {
+    for (int c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && comes_first(heap[c + 1], heap[c]) == likeliest) c++;  /* the child that belongs on top */
+        if (comes_first(heap[c], heap[i]) != likeliest) return;
+        Prob swap = heap[i];
+        heap[i] = heap[c], heap[c] = swap;
+    }
+}
+
+/* The k likeliest of work's n tokens to its front, in order: a heap of the k kept so far, the least
+   likely on top, which a likelier token replaces. */
+static void keep_likeliest(Prob *work, int n, int k) {
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down(work, k, i, 0);
+    for (int t = k; t < n; t++)
+        if (comes_first(work[t], work[0])) work[0] = work[t], sift_down(work, k, 0, 0);
+    qsort(work, k, sizeof(Prob), by_probability);
+}
+
+/* The nucleus of work's n tokens: the likeliest, in order, while the mass before each is below share of
+   total; a heap of all n, the likeliest on top, taken off one at a time into the back. Returns where the
+   nucleus starts; *kept: its size. */
+static Prob *take_nucleus(Prob *work, int n, float share, float total, int *kept) {
+    for (int i = n / 2 - 1; i >= 0; i--) sift_down(work, n, i, 1);
+    float before = 0;
+    int m = 0;
+    while (m < n && before / total < share) {  /* the m-th likeliest to work[n - 1 - m] */
+        Prob top = work[0];
+        work[0] = work[n - 1 - m], work[n - 1 - m] = top;
+        sift_down(work, n - 1 - m, 0, 1);
+        before += top.p, m++;
+    }
+    for (int i = 0; i < m / 2; i++) {  /* the likeliest first */
+        Prob swap = work[n - m + i];
+        work[n - m + i] = work[n - 1 - i], work[n - 1 - i] = swap;
+    }
+    *kept = m;
+    return work + n - m;
+}
+
 /* The id of the largest logit (the lowest id of equals), or -1 if a logit is not finite: one pass,
    split across the threads. x86: a chunk of 64 at a time, its largest value and whether all are finite
    (x - x is 0 for a finite x, NaN for an infinite or NaN one) eight lanes at a time, then the chunk
@@ -318,19 +362,24 @@ static int choose(const float *logits, int V, int best, float temperature, int t
     if (temperature == 0.0f) return best;
     float top = logits[best], total = 0;  /* (l - top) / T <= 0 for any T > 0, however small: no inf - inf */
     for (int t = 0; t < V; t++) work[t] = (Prob){expf((logits[t] - top) / temperature), t};
-    if (top_k > 0 || top_p > 0.0f) qsort(work, V, sizeof(Prob), by_probability);  /* else any order draws alike */
+    Prob *kept = work;  /* the tokens to draw from, likeliest first where top-k or top-p is set */
     int keep = top_k > 0 && top_k < V ? top_k : V;
+    if (keep < V) keep_likeliest(work, V, keep);
     for (int i = 0; i < keep; i++) total += work[i].p;
-    if (top_p > 0.0f) {  /* the nucleus: a token is kept while the mass before it is below top_p */
+    if (top_p > 0.0f && keep < V) {  /* the nucleus of the k: a token is kept while the mass before it is below top_p */
         float before = 0;
         int n = 0;
         while (n < keep && before / total < top_p) before += work[n++].p;
         keep = n, total = before;
+    } else if (top_p > 0.0f) {       /* of all V */
+        kept = take_nucleus(work, V, top_p, total, &keep);
+        total = 0;
+        for (int i = 0; i < keep; i++) total += kept[i].p;
     }
     float r = uniform() * total, sum = 0;
     for (int i = 0; i < keep; i++)
-        if ((sum += work[i].p) > r) return work[i].id;
-    return work[keep - 1].id;
+        if ((sum += kept[i].p) > r) return kept[i].id;
+    return kept[keep - 1].id;
 }
 
 /* The thread count of the next decoding step. A token is one lock-step pass through about a hundred

@@ -211,6 +211,30 @@ def test_sampling_follows_its_settings(tmp_path):
     assert list(runtime.generate(flat, PROMPT, 20, stop=greedy[3])) == greedy[:3]  # stops before the stop id
 
 
+def test_top_k_and_top_p_draw_only_from_their_tokens(tmp_path):
+    """run.c keeps top-k's tokens by a heap and takes the nucleus off a heap (no sort of all V): every draw,
+    at a high temperature where the tail is heavy, is among the step's k likeliest (by the logits it
+    wrote), or inside its nucleus as numpy computes it (float64: its edge one token wider)."""
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(packed_model("binary"), flat)
+    for flags, seed in (["--top_k", "7"], 3), (["--top_p", "0.5"], 4), (["--top_k", "40", "--top_p", "0.3"], 5):
+        done = run(flat, "--ids", ",".join(map(str, PROMPT)), "--max_new_tokens", "30", "--temperature", "3",
+                   "--seed", str(seed), "--print_ids", "--logits", str(tmp_path / "logits"), *flags)
+        assert done.returncode == 0, done.stderr
+        drawn, logits = [int(t) for t in done.stdout.split()], np.fromfile(tmp_path / "logits", dtype=np.float32)
+        logits = logits.reshape(-1, 300).astype(np.float64)
+        for token, row in zip(drawn, logits):
+            order = np.lexsort((np.arange(300), -row))  # likeliest first, the lower id of equals
+            k = int(flags[flags.index("--top_k") + 1]) if "--top_k" in flags else 300
+            p = np.exp((row[order[:k]] - row.max()) / 3)
+            keep = k
+            if "--top_p" in flags:
+                share = float(flags[flags.index("--top_p") + 1])
+                keep = int(np.searchsorted(np.cumsum(p) / p.sum(), share, side="left")) + 2  # the edge token, and one
+            assert token in order[:keep], (flags, token)
+        assert len(set(drawn)) > 3, flags  # it samples: not one token over and over
+
+
 def test_bad_files_and_settings_are_one_line_errors(tmp_path):
     flat = tmp_path / "model.bin"
     runtime.write_flat(packed_model("frozen+codes"), flat)
