@@ -33,7 +33,12 @@
    whole and bounded, and every size in the file is checked against the file (its checksum covers the
    header and the directory too) before anything is read. */
 
+#if defined(__linux__)
+#define _GNU_SOURCE  /* mmap, clock_gettime, and Linux's sched_setaffinity (pin_threads) */
+#include <sched.h>
+#else
 #define _POSIX_C_SOURCE 200809L  /* mmap, clock_gettime: POSIX beside C99 */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -423,6 +428,49 @@ static void pace_record(Pace *p, int threads, double seconds, int step) {
     }
 }
 
+/* A prompt's threads each on a CPU of their own (Linux with OpenMP). Left free, the threads of a prompt's
+   products move between the CPUs, and a 512-token prompt ran 20% slower on a 2-core Zen 4 (dev/LOG.md,
+   2026-12-05); but pinned beside a busy process, a thread cannot leave the busy CPU. So a prompt is
+   pinned only when this is the machine's one runnable task (/proc/stat's procs_running), and its threads
+   are freed after it. pin 0 frees the `threads` threads; returns whether it pinned. */
+#if defined(__linux__) && defined(_OPENMP)
+static int machine_idle(void) {
+    FILE *stat = fopen("/proc/stat", "r");
+    char line[256];
+    int running = 2;
+    while (stat && fgets(line, sizeof line, stat))
+        if (!strncmp(line, "procs_running ", 14)) running = atoi(line + 14);
+    if (stat) fclose(stat);
+    return running <= 1;
+}
+
+static int pin_threads(int pin, int threads) {
+    static cpu_set_t all;  /* the CPUs this process may use, as it started */
+    static int saved;
+    if (!saved && sched_getaffinity(0, sizeof all, &all)) return 0;
+    saved = 1;
+    if (pin && !machine_idle()) return 0;
+    int cpus = CPU_COUNT(&all);
+    #pragma omp parallel num_threads(threads)
+    {
+        cpu_set_t set = all;
+        if (pin) {  /* thread k on the k-th CPU of the set */
+            int want = omp_get_thread_num() % cpus;
+            CPU_ZERO(&set);
+            for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &all) && seen++ == want) {
+                    CPU_SET(c, &set);
+                    break;
+                }
+        }
+        sched_setaffinity(0, sizeof set, &set);
+    }
+    return pin;
+}
+#else
+static int pin_threads(int pin, int threads) { return (void)threads, 0 * pin; }
+#endif
+
 /* This process's peak resident memory: VmHWM, which starts anew at exec (getrusage's ru_maxrss keeps
    the parent's from before it, on Linux). */
 static double peak_rss_mb(void) {
@@ -564,7 +612,9 @@ int main(int argc, char **argv) {
         double t = now();
         int threads = step ? pace_next(&pace, step) : pace.most;
         if (n_ids - start > block) start = n_ids - block / 2, s.pos = 0, fed = start;  /* the window restarts */
+        int pinned = step == 0 && pin_threads(1, pace.most);
         threads = feed(&m, &s, ids, fed, n_ids, threads);  /* the new positions: the prompt, or one */
+        if (pinned) pin_threads(0, pace.most);
         if (step == 0) pace.now = threads;                /* decoding starts at the prompt's choice */
         fed = n_ids;
         if (logits_out) fwrite(s.logits, sizeof(float), V, logits_out);
