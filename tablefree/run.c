@@ -430,18 +430,23 @@ static void pace_record(Pace *p, int threads, double seconds, int step) {
 
 /* A prompt's threads each on a CPU of their own (Linux with OpenMP). Left free, the threads of a prompt's
    products move between the CPUs, and a 512-token prompt ran 20% slower on a 2-core Zen 4 (dev/LOG.md,
-   2026-12-05); but pinned beside a busy process, a thread cannot leave the busy CPU. So a prompt is
-   pinned only when this is the machine's one runnable task (/proc/stat's procs_running), and its threads
-   are freed after it. pin 0 frees the `threads` threads; returns whether it pinned. */
+   2026-12-05); but pinned beside a busy process, a thread cannot leave the busy CPU. So a prompt of a
+   run or more is pinned only when this is the machine's one runnable task (/proc/stat's procs_running,
+   the least of eight reads over 2 ms: a process that only wakes now and then, such as the one that
+   started this, is not load), and its threads are freed after it. pin 0 frees the `threads` threads;
+   returns whether it pinned. */
 #if defined(__linux__) && defined(_OPENMP)
 static int machine_idle(void) {
-    FILE *stat = fopen("/proc/stat", "r");
-    char line[256];
-    int running = 2;
-    while (stat && fgets(line, sizeof line, stat))
-        if (!strncmp(line, "procs_running ", 14)) running = atoi(line + 14);
-    if (stat) fclose(stat);
-    return running <= 1;
+    int least = 1 << 30;
+    for (int read = 0; read < 8; read++) {
+        FILE *stat = fopen("/proc/stat", "r");
+        char line[256];
+        while (stat && fgets(line, sizeof line, stat))
+            if (!strncmp(line, "procs_running ", 14) && atoi(line + 14) < least) least = atoi(line + 14);
+        if (stat) fclose(stat);
+        nanosleep(&(struct timespec){0, 250000}, NULL);
+    }
+    return least <= 1;
 }
 
 static int pin_threads(int pin, int threads) {
@@ -612,7 +617,7 @@ int main(int argc, char **argv) {
         double t = now();
         int threads = step ? pace_next(&pace, step) : pace.most;
         if (n_ids - start > block) start = n_ids - block / 2, s.pos = 0, fed = start;  /* the window restarts */
-        int pinned = step == 0 && pin_threads(1, pace.most);
+        int pinned = step == 0 && n_ids - fed >= MAX_ROWS && pin_threads(1, pace.most);
         threads = feed(&m, &s, ids, fed, n_ids, threads);  /* the new positions: the prompt, or one */
         if (pinned) pin_threads(0, pace.most);
         if (step == 0) pace.now = threads;                /* decoding starts at the prompt's choice */
