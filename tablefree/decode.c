@@ -177,16 +177,27 @@ static inline __m256 rounded8(__m256 x) {  /* rounded(), eight lanes */
 }
 #endif
 
-/* A sums cache's row (hs) as the float32 vector the product made: sums x scale, rounded, then + bias. */
+/* Dimension i of a sums cache's row as the float32 the product made: sums x scale, rounded, then + bias
+   (bias NULL: none); remade8: dimensions i .. i + 7. */
+static inline float remade_at(const int16_t *sums, float scale, const float *bias, int i) {
+    float v = (float)sums[i] * scale;
+    return bias ? rounded(v) + bias[i] : v;
+}
+
+#if X86
+INLINE __m256 remade8(const int16_t *sums, float scale, const float *bias, int i) {
+    __m256 v = _mm256_mul_ps(load8(sums, i, I16), _mm256_set1_ps(scale));
+    return bias ? _mm256_add_ps(rounded8(v), _mm256_loadu_ps(bias + i)) : v;
+}
+#endif
+
+/* A sums cache's row (hs) as the float32 vector the product made. */
 static void remake(const int16_t *sums, float scale, const float *bias, float *out, int hs) {
     int i = 0;
 #if X86
-    for (; i + 8 <= hs; i += 8) {
-        __m256 v = _mm256_mul_ps(load8(sums, i, I16), _mm256_set1_ps(scale));
-        _mm256_storeu_ps(out + i, bias ? _mm256_add_ps(rounded8(v), _mm256_loadu_ps(bias + i)) : v);
-    }
+    for (; i + 8 <= hs; i += 8) _mm256_storeu_ps(out + i, remade8(sums, scale, bias, i));
 #endif
-    for (; i < hs; i++) out[i] = bias ? rounded((float)sums[i] * scale) + bias[i] : (float)sums[i] * scale;
+    for (; i < hs; i++) out[i] = remade_at(sums, scale, bias, i);
 }
 
 /* Keys t .. t + n - 1 of a sums cache into out (n, hs) as the float32 cache holds them: remade, rotated. */
@@ -200,15 +211,12 @@ static void remake_keys(const Head *head, int64_t t, int n, int hs, float *out) 
 /* Value t's dimension i as float32: a sums cache's int16 times its scale, then its bias, as the float32
    cache's value was made (run_ternary: the product's y = sums x scale, then y + bias). */
 static inline float value_at(const Head *head, int64_t t, int i, int hs, int type) {
-    float v = weight(head->v, t * hs + i, type);
-    if (type != I16) return v;
-    v = rounded(v * head->v_scale[t]);
-    return head->v_bias ? v + head->v_bias[i] : v;
+    if (type != I16) return weight(head->v, t * hs + i, type);
+    return remade_at((const int16_t *)head->v + t * hs, head->v_scale[t], head->v_bias, i);
 }
 
-static void scale_by(float *att, const float *scale, int T) {  /* att[t] *= scale[t], where there are scales */
-    if (scale)
-        for (int t = 0; t < T; t++) att[t] *= scale[t];
+static void scale_by(float *att, const float *scale, int T) {  /* att[t] *= scale[t]: an int8 cache's scales */
+    for (int t = 0; t < T; t++) att[t] *= scale[t];
 }
 
 #define KEYS 8  /* keys a pass scores, and 8-lane runs of y it adds: eight FMA chains hide FMA's latency */
@@ -241,10 +249,8 @@ INLINE void scores(const float *q, const void *kc, int64_t t, int n, int hs, int
 
 /* value_at for dimensions i .. i + 7. */
 INLINE __m256 value8(const Head *head, int64_t t, int i, int hs, int type) {
-    __m256 v = load8(head->v, t * hs + i, type);
-    if (type != I16) return v;
-    v = _mm256_mul_ps(v, _mm256_set1_ps(head->v_scale[t]));
-    return head->v_bias ? _mm256_add_ps(rounded8(v), _mm256_loadu_ps(head->v_bias + i)) : v;
+    if (type != I16) return load8(head->v, t * hs + i, type);
+    return remade8((const int16_t *)head->v + t * hs, head->v_scale[t], head->v_bias, i);
 }
 
 /* y[i .. i + 8 chunks - 1] = sum_t att[t] v_t[i ..] over the T cached values, chunks <= KEYS: one FMA chain
@@ -454,13 +460,14 @@ static void attention(const Config *c, State *s, int layer, int rows, const floa
             float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
             const int32_t *sums = s->qkv_sums + (int64_t)r * 3 * C;
             const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
-            rotate(q + h * hs, cos, sin, hs), rotate(k + h * hs, cos, sin, hs);
+            rotate(q + h * hs, cos, sin, hs);
             int64_t head = (int64_t)layer * nh + h, at = head * per_head + (int64_t)(s->pos + r) * hs;
             int64_t scale = head * s->positions + s->pos + r;
-            if (s->cache == CACHE_SUMS) {  /* the sums before the bias and the rotation */
+            if (s->cache == CACHE_SUMS) {  /* the sums before the bias and the rotation (remade when read) */
                 store_sums(s->k_cache, at, sums + C + h * hs, hs, s->qkv_scale[r], s->k_scale + scale);
                 store_sums(s->v_cache, at, sums + 2 * C + h * hs, hs, s->qkv_scale[r], s->v_scale + scale);
             } else {
+                rotate(k + h * hs, cos, sin, hs);
                 store(s->k_cache, at, k + h * hs, hs, type, s->k_scale + scale);
                 store(s->v_cache, at, v + h * hs, hs, type, s->v_scale + scale);
             }

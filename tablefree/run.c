@@ -473,7 +473,10 @@ static int pin_threads(int pin, int threads) {
     return pin;
 }
 #else
-static int pin_threads(int pin, int threads) { return (void)threads, 0 * pin; }
+static int pin_threads(int pin, int threads) {  /* elsewhere: never pinned */
+    (void)pin, (void)threads;
+    return 0;
+}
 #endif
 
 /* This process's peak resident memory: VmHWM, which starts anew at exec (getrusage's ru_maxrss keeps
@@ -587,8 +590,8 @@ int main(int argc, char **argv) {
     if (tables16 == 1 && m.c.head != CODES) die("--head_tables i16 is for a code head; this model's head is a float matrix", NULL);
     if (exact && ((cache >= 0 && cache != CACHE_F32) || tables16 == 1))
         die("--exact keeps float32 everywhere; drop --kv_cache and --head_tables", NULL);
-    /* the defaults: the values' sums in the cache (the float32 cache's bits), and a code head's int16 tables
-       (the logits within 1e-3 of their range) */
+    /* the defaults: the keys' and values' sums in the cache (the float32 cache's bits), and a code head's int16
+       tables (the logits within 1e-3 of their range) */
     cache = cache >= 0 ? cache : exact ? CACHE_F32 : CACHE_SUMS, tables16 = tables16 == -1 ? m.c.head == CODES && !exact : tables16;
     int V = m.c.vocab, block = m.c.block_size;
     int *ids = NULL;
