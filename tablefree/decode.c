@@ -1,7 +1,8 @@
 /* decode.c: positions through the model, for tablefree/run.c (which includes this file after reading
-   the model from its file). forward() takes a run of new positions at once: a prompt is n rows through
-   every Linear together (the weights read once for all of them), a decoding step is one row; only
-   the last row's logits are made, since only they choose the next token. The KV cache (--kv_cache):
+   the model from its file). forward() takes new positions at once: a prompt's rows go through one layer
+   after another, MAX_ROWS at a time through every Linear together (a layer's weights stay in the cache
+   for all of them), a decoding step is one row; only the last row's logits are made, since only they
+   choose the next token. The KV cache (--kv_cache):
      sums (the default)  each key and value as the qkv product's integer sums in int16 and its row's scale;
                          the float32 vector remade from them as the product made it (sums x scale, + bias;
                          a key then rotated): the same bits as f32 in half the bytes (a head's sums past
@@ -13,10 +14,11 @@
    Every loop over the vocabulary or the weights is split across the threads; no result depends on
    how many there are (each row, head and block of tokens is summed by one thread in one order). */
 
-#define MAX_ROWS 64  /* a prompt goes through in runs of up to this many positions */
+#define MAX_ROWS 64  /* a prompt goes through a layer in runs of up to this many positions */
 
 typedef struct {  /* the activations of up to MAX_ROWS positions, and the cache of every position so far */
-    float *x, *h, *y;          /* (rows, n_embd) */
+    float *x;                  /* (positions, n_embd): the residual stream of every new position */
+    float *h, *y;              /* (rows, n_embd) */
     float *qkv, *mlp;          /* (rows, 3 n_embd), (rows, hidden) */
     float *att;                /* (rows, n_head, positions): each query's scores */
     float *z, *logits, *lut;   /* the code head's projection (D), the logits (V padded to 32), its tables */
@@ -43,7 +45,8 @@ static void new_state(State *s, const Config *c, int positions, int cache_kind, 
     size_t per_type = (size_t)c->n_layer * positions * C, scales = (size_t)c->n_layer * c->n_head * positions;
     s->positions = positions, s->pos = 0, s->cache = cache_kind, s->tables16 = tables16;
     s->qkv_sums = xcalloc((size_t)R * 3 * C, 4), s->qkv_scale = xcalloc(R, 4);
-    s->x = xcalloc((size_t)R * C, 4), s->h = xcalloc((size_t)R * C, 4), s->y = xcalloc((size_t)R * C, 4);
+    s->x = xcalloc((size_t)positions * C, 4);  /* calloc's pages: only a prompt's rows become resident */
+    s->h = xcalloc((size_t)R * C, 4), s->y = xcalloc((size_t)R * C, 4);
     s->qkv = xcalloc((size_t)R * 3 * C, 4), s->mlp = xcalloc((size_t)R * c->hidden, 4);
     s->att = xcalloc((size_t)R * c->n_head * positions, 4);
     s->z = xcalloc(c->bits + 8, 4), s->logits = xcalloc((c->vocab + 31) / 32 * 32, 4);
@@ -448,9 +451,10 @@ static Head cache_head(const Config *c, const State *s, int layer, int h, const 
                   sums && bias ? bias + 2 * C + h * hs : NULL, s->cos, s->sin};
 }
 
-/* Causal attention of rows new positions (s->pos ..) after their keys and values join the cache; bias:
-   the qkv product's (3 n_embd), or NULL. */
-static void attention(const Config *c, State *s, int layer, int rows, const float *bias) {
+/* Causal attention of rows new positions (pos ..) after their keys and values join the cache; bias: the
+   qkv product's (3 n_embd), or NULL. wide: a sums cache read through k_wide and v_wide (a prompt's),
+   whose positions from `remade` on are remade here (those before it were, by the layer's earlier runs). */
+static void attention(const Config *c, State *s, int layer, int pos, int rows, const float *bias, int wide, int remade) {
     int C = c->n_embd, nh = c->n_head, hs = C / nh;
     int64_t per_head = (int64_t)s->positions * hs;
     int type = cache_type(s->cache);
@@ -459,10 +463,10 @@ static void attention(const Config *c, State *s, int layer, int rows, const floa
         for (int h = 0; h < nh; h++) {
             float *q = s->qkv + (int64_t)r * 3 * C, *k = q + C, *v = q + 2 * C;
             const int32_t *sums = s->qkv_sums + (int64_t)r * 3 * C;
-            const float *cos = s->cos + (s->pos + r) * hs / 2, *sin = s->sin + (s->pos + r) * hs / 2;
+            const float *cos = s->cos + (pos + r) * hs / 2, *sin = s->sin + (pos + r) * hs / 2;
             rotate(q + h * hs, cos, sin, hs);
-            int64_t head = (int64_t)layer * nh + h, at = head * per_head + (int64_t)(s->pos + r) * hs;
-            int64_t scale = head * s->positions + s->pos + r;
+            int64_t head = (int64_t)layer * nh + h, at = head * per_head + (int64_t)(pos + r) * hs;
+            int64_t scale = head * s->positions + pos + r;
             if (s->cache == CACHE_SUMS) {  /* the sums before the bias and the rotation (remade when read) */
                 store_sums(s->k_cache, at, sums + C + h * hs, hs, s->qkv_scale[r], s->k_scale + scale);
                 store_sums(s->v_cache, at, sums + 2 * C + h * hs, hs, s->qkv_scale[r], s->v_scale + scale);
@@ -472,13 +476,13 @@ static void attention(const Config *c, State *s, int layer, int rows, const floa
                 store(s->v_cache, at, v + h * hs, hs, type, s->v_scale + scale);
             }
         }
-    int prompt = s->cache == CACHE_SUMS && rows > 1, T = s->pos + rows;
-    if (prompt) {  /* a prompt's groups of rows each read every key and value: remade once, for all of them */
+    int T = pos + rows;
+    if (wide) {  /* a prompt's groups of rows each read every key and value: remade once, for all of them */
         #pragma omp parallel for
         for (int h = 0; h < nh; h++) {
             Head from = cache_head(c, s, layer, h, bias);
-            remake_keys(&from, 0, T, hs, s->k_wide + h * per_head);
-            for (int t = 0; t < T; t++)
+            remake_keys(&from, remade, T - remade, hs, s->k_wide + h * per_head + (int64_t)remade * hs);
+            for (int t = remade; t < T; t++)
                 remake((const int16_t *)from.v + t * hs, from.v_scale[t], from.v_bias, s->v_wide + h * per_head + t * hs, hs);
         }
     }
@@ -488,9 +492,9 @@ static void attention(const Config *c, State *s, int layer, int rows, const floa
         for (int h = 0; h < nh; h++) {  /* groups of rows and heads side by side, each row its own row of scores */
             int r = g * QUERIES, n = rows - r < QUERIES ? rows - r : QUERIES;
             Rows rs = {s->qkv + (int64_t)r * 3 * C + h * hs, 3 * C, s->att + ((int64_t)r * nh + h) * s->positions,
-                       nh * s->positions, s->y + (int64_t)r * C + h * hs, C, s->pos + r + 1};
-            Head hd = prompt ? (Head){.k = s->k_wide + h * per_head, .v = s->v_wide + h * per_head} : cache_head(c, s, layer, h, bias);
-            switch (prompt ? CACHE_F32 : s->cache) {  /* each kind its own copy of the loops, the loads inlined */
+                       nh * s->positions, s->y + (int64_t)r * C + h * hs, C, pos + r + 1};
+            Head hd = wide ? (Head){.k = s->k_wide + h * per_head, .v = s->v_wide + h * per_head} : cache_head(c, s, layer, h, bias);
+            switch (wide ? CACHE_F32 : s->cache) {  /* each kind its own copy of the loops, the loads inlined */
             case CACHE_SUMS: attend_group(&rs, n, &hd, hs, CACHE_SUMS); break;
             case CACHE_F16: attend_group(&rs, n, &hd, hs, CACHE_F16); break;
             case CACHE_I8: attend_group(&rs, n, &hd, hs, CACHE_I8); break;
@@ -559,36 +563,46 @@ static void code_logits(const Model *m, State *s, const float *h) {
     }
 }
 
+/* Layer l for rows positions at x (rows <= MAX_ROWS), the first at position pos; wide, remade: attention's. */
+static void layer_rows(const Model *m, State *s, int l, float *x, int pos, int rows, int wide, int remade) {
+    const Config *c = &m->c;
+    const Layer *L = &m->layers[l];
+    int C = c->n_embd;
+    // attention layernorm, then q, k, v for every row at once (one ternary matrix product)
+    #pragma omp parallel for if (rows > 1)  /* a prompt's rows side by side (one thread would leave the others waiting) */
+    for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, x + (int64_t)r * C, L->ln1_w, L->ln1_b, C);
+    run_ternary(&L->qkv, s->h, s->qkv, rows, s->qkv_sums, s->qkv_scale);
+    // rotary positions, the keys and values into the cache, each row's heads over the cache
+    attention(c, s, l, pos, rows, L->qkv.bias, wide, remade);
+    // the output projection, then the residual connection back into x
+    run_ternary(&L->proj, s->y, s->h, rows, NULL, NULL);
+    for (int64_t j = 0; j < (int64_t)rows * C; j++) x[j] += s->h[j];
+    // MLP layernorm, up, exact GELU (erf), down, and the residual connection
+    #pragma omp parallel for if (rows > 1)
+    for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
+    run_ternary(&L->fc, s->h, s->mlp, rows, NULL, NULL);
+    gelu(s->mlp, (int64_t)rows * c->hidden);
+    run_ternary(&L->down, s->mlp, s->h, rows, NULL, NULL);
+    for (int64_t j = 0; j < (int64_t)rows * C; j++) x[j] += s->h[j];
+}
+
 /* The logits after rows new tokens (ids) at positions s->pos ..: the last row's, where logits is set.
-   model.GPT.forward with a cache, a step at a time; x, h and the rest hold (rows, width) row after row. */
+   model.GPT.forward with a cache, a step at a time; x, h and the rest hold (rows, width) row after row.
+   A prompt goes through each layer MAX_ROWS rows at a time before the next layer: the layer's weights
+   are read from the cache for every run, not from memory, and a sums cache's keys are remade once. */
 static void forward(const Model *m, State *s, const int *ids, int rows, int logits) {
     const Config *c = &m->c;
-    int C = c->n_embd, H = c->hidden;
+    int C = c->n_embd, wide = s->cache == CACHE_SUMS && rows > 1;
     // the input: each token's code (or table row) as its first activations
     for (int r = 0; r < rows; r++) embed(m, ids[r], s->x + (int64_t)r * C);
-    for (int l = 0; l < c->n_layer; l++) {  // forward all the layers
-        const Layer *L = &m->layers[l];
-        // attention layernorm, then q, k, v for every row at once (one ternary matrix product)
-        #pragma omp parallel for if (rows > 1)  /* a prompt's rows side by side (one thread would leave the others waiting) */
-        for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln1_w, L->ln1_b, C);
-        run_ternary(&L->qkv, s->h, s->qkv, rows, s->qkv_sums, s->qkv_scale);
-        // rotary positions, the keys and values into the cache, each row's heads over the cache
-        attention(c, s, l, rows, L->qkv.bias);
-        // the output projection, then the residual connection back into x
-        run_ternary(&L->proj, s->y, s->h, rows, NULL, NULL);
-        for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
-        // MLP layernorm, up, exact GELU (erf), down, and the residual connection
-        #pragma omp parallel for if (rows > 1)
-        for (int r = 0; r < rows; r++) layernorm(s->h + (int64_t)r * C, s->x + (int64_t)r * C, L->ln2_w, L->ln2_b, C);
-        run_ternary(&L->fc, s->h, s->mlp, rows, NULL, NULL);
-        gelu(s->mlp, (int64_t)rows * H);
-        run_ternary(&L->down, s->mlp, s->h, rows, NULL, NULL);
-        for (int64_t j = 0; j < (int64_t)rows * C; j++) s->x[j] += s->h[j];
-    }
+    for (int l = 0; l < c->n_layer; l++)  // forward all the layers
+        for (int r = 0; r < rows; r += MAX_ROWS)  /* the first run remakes the positions cached before it too */
+            layer_rows(m, s, l, s->x + (int64_t)r * C, s->pos + r, rows - r < MAX_ROWS ? rows - r : MAX_ROWS, wide,
+                       r ? s->pos + r : 0);
     s->pos += rows;
     if (!logits) return;
     // the final layernorm of the last row, then the head: the code head, or a float16 matrix
-    float *last = s->h + (int64_t)(rows - 1) * C;
+    float *last = s->h;
     layernorm(last, s->x + (int64_t)(rows - 1) * C, m->lnf_w, m->lnf_b, C);
     if (c->head == CODES) code_logits(m, s, last);
     else half_matvec(last, c->head == TIED ? m->table : m->head_w, s->logits, C, c->vocab);

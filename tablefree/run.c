@@ -14,8 +14,8 @@
              in int16 by default (the logits within about 1e-3 of their range; --head_tables f32 or --exact:
              float32, within 1e-4 of torch's)
 
-   The prompt goes through in runs of up to 64 positions (matrix products: each weight read once a
-   run), then one position a step. The KV cache keeps each key and value as the integer sums the qkv
+   The prompt goes through one layer after another in runs of up to 64 positions (matrix products: each
+   weight read once a run, a layer's from the cache), then one position a step. The KV cache keeps each key and value as the integer sums the qkv
    product made it from, in int16 (decode.c: the float32 cache's numbers in half its bytes; --kv_cache
    f32, f16 or i8 instead). This file: the file format, the model's tensors, choosing tokens,
    the thread count (Pace) and the loop; decode.c: the model's arithmetic; kernel.c: the kernels.
@@ -497,15 +497,16 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Positions from .. to - 1 of ids through the model, up to MAX_ROWS at a time (the last run's logits made),
-   starting with `most` threads; returns the count it ended with. A long run (a prompt) times itself as the
-   decoding steps do: its first run at `most` threads, a short second one (16 positions: little lost where
-   it is slower) at one fewer, the rest at whichever cost less a position. */
+/* Positions from .. to - 1 of ids through the model (the last position's logits made), starting with `most`
+   threads; returns the count it ended with. A long run (a prompt) times itself as the decoding steps do:
+   its first MAX_ROWS positions at `most` threads, a short second run (16 positions: little lost where it
+   is slower) at one fewer, the rest together at whichever cost less a position. */
 static int feed(const Model *m, State *s, const int *ids, int from, int to, int most) {
     double cost[2] = {0, 0};  /* seconds a position at `most` threads, at one fewer */
     int threads = most;
     for (int run = 0, rows; from < to; from += rows, run++) {
-        rows = to - from < MAX_ROWS ? to - from : MAX_ROWS;
+        int probe = run < 2 && most > 1;
+        rows = probe && to - from > MAX_ROWS ? MAX_ROWS : to - from;
         if (run == 1 && most > 1) threads = most - 1, rows = rows < 16 ? rows : 16;  /* the probe */
         if (run == 2) threads = cost[1] < cost[0] ? most - 1 : most;
         omp_set_num_threads(threads);

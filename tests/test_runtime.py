@@ -140,7 +140,7 @@ def test_the_default_cache_of_integer_sums_gives_the_float32_caches_bits(tmp_pat
     """The default KV cache keeps each key and value as the qkv product's int16 sums and remakes the float32
     numbers from them as the product made them (x scale, + bias, a key then rotated): every kind, a prompt
     past the window (a restart), and a 150-token prompt in runs (whose keys and values are remade once a
-    run), in this CPU's build and the AVX2 one, give the logits bytes of --kv_cache f32."""
+    layer), in this CPU's build and the AVX2 one, give the logits bytes of --kv_cache f32."""
     builds = both_builds(monkeypatch)
     for kind in KINDS:
         runtime.write_flat(packed_model(kind), tmp_path / "model.bin")
@@ -176,7 +176,8 @@ def test_sums_past_int16_are_halved_until_they_fit(tmp_path):
 
 
 def test_long_prompts_in_runs_and_any_thread_count_give_the_same_logits(tmp_path, monkeypatch):
-    """A 150-token prompt goes through in runs of 64, 64 and 22 positions, each run's Linears as one
+    """A 150-token prompt goes through each layer in runs of up to 64 positions (on two or more threads a
+    64-position and a 16-position probe first, each through every layer), each run's Linears as one
     matrix product: its logits are the torch path's (which takes the prompt whole); and 1, 2 or 3
     threads give the same bytes (each sum is made by one thread in one order, whatever the count), as
     does the build without AVX-512 where this CPU has it (its code head adds in the same order, and its
