@@ -63,13 +63,26 @@ static void new_state(State *s, const Config *c, int positions, int cache_kind, 
         }
 }
 
+static float pairwise8(const float *part) {
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+/* The mean and the variance as eight running sums each (element i into sum i % 8), added pairwise at the
+   end: eight chains, where one sum waits on its own last add every step (the compiler makes them one
+   register on x86); the same order in every build. */
 static void layernorm(float *out, const float *x, const float *w, const float *b, int n) {
-    float mean = 0, var = 0;
-    for (int i = 0; i < n; i++) mean += x[i];
-    mean /= n;
-    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    float sum[8] = {0}, squares[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) sum[k] += x[i + k];
+    for (; i < n; i++) sum[i % 8] += x[i];
+    float mean = pairwise8(sum) / n;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) squares[k] += (x[i + k] - mean) * (x[i + k] - mean);
+    for (; i < n; i++) squares[i % 8] += (x[i] - mean) * (x[i] - mean);
+    float var = pairwise8(squares);
     float inv = 1.0f / sqrtf(var / n + 1e-5f);
-    for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+    for (i = 0; i < n; i++) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
 }
 
 /* y = t(x) for rows rows; kept_sums, kept_scale: where the integer sums and row scales are left, or NULL */
