@@ -104,10 +104,13 @@ static uint64_t checksum(const uint8_t *p, size_t n) {
     return h;
 }
 
+/* n zeroed elements at a 64-byte boundary (kernel.c's line_aligned says why); never freed: the model and
+   the state live as long as the run. calloc's pages become resident only when written. */
 static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) die("out of memory", NULL);
-    return p;
+    if (size && n > (SIZE_MAX - 64) / size) die("out of memory", NULL);
+    void *block = calloc(n * size + 64, 1);
+    if (!block) die("out of memory", NULL);
+    return (void *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
 }
 
 static void open_file(File *f, const char *path) {
@@ -498,17 +501,18 @@ static double now(void) {
 }
 
 /* Positions from .. to - 1 of ids through the model (the last position's logits made), starting with `most`
-   threads; returns the count it ended with. A long run (a prompt) times itself as the decoding steps do:
-   its first MAX_ROWS positions at `most` threads, a short second run (16 positions: little lost where it
-   is slower) at one fewer, the rest together at whichever cost less a position. */
-static int feed(const Model *m, State *s, const int *ids, int from, int to, int most) {
+   threads; returns the count it ended with. Where probe is set, a long run (a prompt on a machine that may
+   be busy) times itself as the decoding steps do: its first MAX_ROWS positions at `most` threads, a short
+   second run (16 positions: little lost where it is slower) at one fewer, the rest together at whichever
+   cost less a position. */
+static int feed(const Model *m, State *s, const int *ids, int from, int to, int most, int probe) {
     double cost[2] = {0, 0};  /* seconds a position at `most` threads, at one fewer */
     int threads = most;
+    probe = probe && most > 1;
     for (int run = 0, rows; from < to; from += rows, run++) {
-        int probe = run < 2 && most > 1;
-        rows = probe && to - from > MAX_ROWS ? MAX_ROWS : to - from;
-        if (run == 1 && most > 1) threads = most - 1, rows = rows < 16 ? rows : 16;  /* the probe */
-        if (run == 2) threads = cost[1] < cost[0] ? most - 1 : most;
+        rows = probe && run < 2 && to - from > MAX_ROWS ? MAX_ROWS : to - from;
+        if (probe && run == 1) threads = most - 1, rows = rows < 16 ? rows : 16;  /* the probe */
+        if (probe && run == 2) threads = cost[1] < cost[0] ? most - 1 : most;
         omp_set_num_threads(threads);
         double t = now();
         forward(m, s, ids + from, rows, from + rows == to);
@@ -622,7 +626,8 @@ int main(int argc, char **argv) {
         int threads = step ? pace_next(&pace, step) : pace.most;
         if (n_ids - start > block) start = n_ids - block / 2, s.pos = 0, fed = start;  /* the window restarts */
         int pinned = step == 0 && n_ids - fed >= MAX_ROWS && pin_threads(1, pace.most);
-        threads = feed(&m, &s, ids, fed, n_ids, threads);  /* the new positions: the prompt, or one */
+        threads = feed(&m, &s, ids, fed, n_ids, threads, !pinned);  /* the new positions: the prompt, or one; an
+                                                                       idle machine's prompt needs no probe */
         if (pinned) pin_threads(0, pace.most);
         if (step == 0) pace.now = threads;                /* decoding starts at the prompt's choice */
         fed = n_ids;
