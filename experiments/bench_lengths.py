@@ -10,6 +10,7 @@ for decoding the bytes a step reads (the file's tensors and the KV cache at the 
 this machine's measured read bandwidth.
 """
 
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -66,6 +67,7 @@ def bench_lengths(args):
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         made = files(folder, (QUICK if args.quick else SHAPES)[PAPER])
+        os.sync()  # the files' 670 MB on disk before any timing: the kernel's writeback slowed the first runs
         for work, (context, new) in works.items():
             for load in ("idle", "busy"):
                 runs = {engine: [] for engine in ["llama-bench", *OURS]}
