@@ -369,11 +369,11 @@ static int argmax(const float *logits, int V) {
 static int choose(const float *logits, int V, int best, float temperature, int top_k, float top_p, Prob *work) {
     if (temperature == 0.0f) return best;
     float top = logits[best], total = 0;  /* (l - top) / T <= 0 for any T > 0, however small: no inf - inf */
-    for (int t = 0; t < V; t++) work[t] = (Prob){expf((logits[t] - top) / temperature), t};
+    for (int t = 0; t < V; t++) work[t] = (Prob){(logits[t] - top) / temperature, t};  /* in the order of e^that */
     Prob *kept = work;  /* the tokens to draw from, likeliest first where top-k or top-p is set */
     int keep = top_k > 0 && top_k < V ? top_k : V;
-    if (keep < V) keep_likeliest(work, V, keep);
-    for (int i = 0; i < keep; i++) total += work[i].p;
+    if (keep < V) keep_likeliest(work, V, keep);  /* by the exponents: only the k kept need e^x (V of them: 1 ms) */
+    for (int i = 0; i < keep; i++) work[i].p = expf(work[i].p), total += work[i].p;
     if (top_p > 0.0f && keep < V) {  /* the nucleus of the k: a token is kept while the mass before it is below top_p */
         float before = 0;
         int n = 0;
