@@ -467,7 +467,8 @@ static Head cache_head(const Config *c, const State *s, int layer, int h, const 
 /* Causal attention of rows new positions (pos ..) after their keys and values join the cache; bias: the
    qkv product's (3 n_embd), or NULL. wide: a sums cache read through k_wide and v_wide (a prompt's),
    whose positions from `remade` on are remade here (those before it were, by the layer's earlier runs). */
-static void attention(const Config *c, State *s, int layer, int pos, int rows, const float *bias, int wide, int remade) {
+static void attention(const Config *c, State *s, int layer, int pos, int rows, const float *bias, int wide,
+                      int remade) {
     int C = c->n_embd, nh = c->n_head, hs = C / nh;
     int64_t per_head = (int64_t)s->positions * hs;
     int type = cache_type(s->cache);

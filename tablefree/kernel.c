@@ -266,9 +266,9 @@ static float quantize_row(const float *x, int8_t *q, int in, int in_padded) {
     return scale;
 }
 
-/* n bytes at a 64-byte boundary, a cache line's; *block is what to free. malloc's 16-byte boundary split every
-   other 32-byte load of the int8 rows across two lines (two loads' work): a 512-token prompt ran 1.2x
-   slower whenever the rows landed so (dev/LOG.md, 2026-12-05). */
+/* n bytes at a 64-byte boundary, a cache line's; *block is what to free. malloc's 16-byte boundary split
+   every other 32-byte load of the int8 rows across two lines (two loads' work): a 512-token prompt ran
+   1.2x slower whenever the rows landed so (dev/LOG.md, 2026-12-05). */
 static void *line_aligned(size_t n, void **block) {
     *block = malloc(n + 63);
     return *block ? (void *)(((uintptr_t)*block + 63) & ~(uintptr_t)63) : NULL;

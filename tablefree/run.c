@@ -15,10 +15,11 @@
              float32, within 1e-4 of torch's)
 
    The prompt goes through one layer after another in runs of up to 64 positions (matrix products: each
-   weight read once a run, a layer's from the cache), then one position a step. The KV cache keeps each key and value as the integer sums the qkv
-   product made it from, in int16 (decode.c: the float32 cache's numbers in half its bytes; --kv_cache
-   f32, f16 or i8 instead). This file: the file format, the model's tensors, choosing tokens,
-   the thread count (Pace) and the loop; decode.c: the model's arithmetic; kernel.c: the kernels.
+   weight read once a run, a layer's from the cache), then one position a step. The KV cache keeps each
+   key and value as the integer sums the qkv product made it from, in int16 (decode.c: the float32
+   cache's numbers in half its bytes; --kv_cache f32, f16 or i8 instead). This file: the file format, the
+   model's tensors, choosing tokens, the thread count (Pace) and the loop; decode.c: the model's
+   arithmetic; kernel.c: the kernels.
 
    Build: cc -O3 -o run run.c -lm                      any C99 compiler, any CPU: the plain loops, one thread
           gcc -O3 -fopenmp -mavx2 -mfma -mf16c [-mavx512f -mavx512bw] -o run run.c -lm
