@@ -266,12 +266,12 @@ static float quantize_row(const float *x, int8_t *q, int in, int in_padded) {
     return scale;
 }
 
-/* n bytes at a 64-byte boundary, a cache line's; *block is what to free. malloc's 16-byte boundary split
-   every other 32-byte load of the int8 rows across two lines (two loads' work): a 512-token prompt ran
-   1.2x slower whenever the rows landed so (dev/LOG.md, 2026-12-05). */
-static void *line_aligned(size_t n, void **block) {
-    *block = malloc(n + 63);
-    return *block ? (void *)(((uintptr_t)*block + 63) & ~(uintptr_t)63) : NULL;
+/* The first 64-byte boundary, a cache line's, at or after block (NULL stays NULL): where a buffer of
+   n + 63 bytes holds n aligned ones. malloc's 16-byte boundary split every other 32-byte load of the int8
+   rows across two lines (two loads' work): a 512-token prompt ran 1.2x slower whenever the rows landed so
+   (dev/LOG.md, 2026-12-05). */
+static void *line_start(void *block) {
+    return block ? (void *)(((uintptr_t)block + 63) & ~(uintptr_t)63) : NULL;
 }
 
 /* The whole BitLinear at once: x (N, in) float32 -> y (N, out) float32 = (x_q W^T) gamma / s, with
@@ -281,8 +281,8 @@ static void *line_aligned(size_t n, void **block) {
    there (either may be NULL): y = sums x scale, which decode.c's KV cache keeps in int16 for the values. */
 void ternary_linear(const float *x, const uint8_t *w, float gamma, float *y, int N, int in, int in_padded, int out,
                     int32_t *kept_sums, float *kept_scale) {
-    void *block;
-    int8_t *xq = line_aligned((size_t)N * in_padded, &block);  /* in_padded % 128 == 0: every row aligned too */
+    void *block = malloc((size_t)N * in_padded + 63);
+    int8_t *xq = line_start(block);  /* in_padded % 128 == 0: every row aligned too */
     float *scale = kept_scale ? kept_scale : malloc(sizeof(float) * N);
     #pragma omp parallel for if (N > 1)  /* a prompt's rows side by side; each row's factor, once */
     for (int n = 0; n < N; n++)

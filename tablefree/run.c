@@ -105,13 +105,13 @@ static uint64_t checksum(const uint8_t *p, size_t n) {
     return h;
 }
 
-/* n zeroed elements at a 64-byte boundary (kernel.c's line_aligned says why); never freed: the model and
+/* n zeroed elements at a 64-byte boundary (kernel.c's line_start says why); never freed: the model and
    the state live as long as the run. calloc's pages become resident only when written. */
 static void *xcalloc(size_t n, size_t size) {
-    if (size && n > (SIZE_MAX - 64) / size) die("out of memory", NULL);
-    void *block = calloc(n * size + 64, 1);
+    if (size && n > (SIZE_MAX - 63) / size) die("out of memory", NULL);
+    void *block = calloc(n * size + 63, 1);
     if (!block) die("out of memory", NULL);
-    return (void *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    return line_start(block);
 }
 
 static void open_file(File *f, const char *path) {
