@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The long CPU experiments, each resumable (finished runs are kept, an interrupted one resumes), so a
 # stopped machine loses at most one evaluation interval: run it again to go on.
-#   mkdir -p out-queue && nohup bash dev/queue.sh > out-queue/log 2>&1 &
+#   mkdir -p out-queue && nohup bash dev/queue.sh > out-queue/log 2>&1 &     # arguments: the study's
 # Two lanes of one thread each: on these 2 cores two single-threaded runs side by side finish 1.2x
 # more runs an hour than one run on both threads (dev/LOG.md, 2026-12-02), and a run's numbers do not
 # depend on its thread count. A run or grid cell both lanes reach is made by one while the other
@@ -17,21 +17,19 @@ $py -m experiments.keep restore
 (while sleep 300; do $py -m experiments.keep save > /dev/null; done) &
 saver=$!
 trap 'kill $saver; $py -m experiments.keep save' EXIT
-$py prepare.py --dataset cpu-mix --name cpu-mix-2560 --vocab_size 2560 --quiet   # the depth study's
-$py prepare.py --dataset cpu-mix --name cpu-mix-8k --vocab_size 8192 --quiet   # the transfer study's: the source's,
-$py prepare.py --dataset cpu-mix-nowiki --tokenizer_from data/cpu-mix-8k --name cpu-mix-8k-nowiki --quiet  # the bodies'
-$py prepare.py --dataset cpu-mix-wiki --tokenizer_from data/cpu-mix-8k --name cpu-mix-8k-wiki --quiet  # held out
+$py prepare.py --dataset cpu-mix --name cpu-mix-1k --vocab_size 1024 --quiet   # the scaling study's, bit for bit
 export OMP_NUM_THREADS=1
-# Issue 63: Bochkov's comparison at 32 layers (experiments/depth.py: 21 runs, the 32-layer ones first), then issue 64:
-# the transfer study (experiments/transfer.py: 15 runs). Both lanes walk the same lists (a run both reach is made by
-# one: experiments/runs.py's claimed). A lane's partial reports go to out-queue/, the whole studies' to results/.
+# Issue 76: Bochkov's comparison at 32 x 160 (experiments/depth_width.py: 32 x 160 first, then 32 x 80, then 24 x 160;
+# 3, 6 and 12 layers are the scaling study's kept runs). Both lanes walk the same list (a run both reach is made by
+# one: experiments/runs.py's claimed). Extra arguments go to the study (e.g. --seeds_24 2). A lane's partial
+# reports go to out-queue/, the whole study's to results/.
 lane() {  # $1: where this lane's reports go
-    $py -m experiments.depth --results_dir "$1" && $py -m experiments.transfer --results_dir "$1"
+    $py -m experiments.depth_width --results_dir "$1" "${@:2}"
 }
-lane results > out-queue/lane-a 2>&1 &
+lane results "$@" > out-queue/lane-a 2>&1 &
 lane_a=$!
 sleep 20  # lane a claims its first run before lane b looks
-lane out-queue/lane-b-reports > out-queue/lane-b 2>&1 &
+lane out-queue/lane-b-reports "$@" > out-queue/lane-b 2>&1 &
 lane_b=$!
 wait $lane_a
 wait $lane_b

@@ -125,11 +125,17 @@ def make_run(train_argv, settings, arm, depth, seed, root, data_dir, strict):
 
 def depth_trend(depths, gaps):
     """The least-squares line gap = a + b log2(depth) through every seed's gap at every depth
-    (gaps: {depth: [per seed]}): {"per_doubling": b, "intercept": a, "at": {depth: fitted}}."""
-    x = [math.log2(d) for d in depths for _ in gaps[d]]
-    y = [g for d in depths for g in gaps[d]]
+    (gaps: {depth: [per seed]}): {"per_doubling": b, "per_doubling_stderr": its standard error
+    (sqrt(residual variance / sum (x - mean x)^2); None with no residual left), "intercept": a,
+    "at": {depth: fitted}}."""
+    x = np.array([math.log2(d) for d in depths for _ in gaps[d]])
+    y = np.array([g for d in depths for g in gaps[d]])
     b, a = np.polyfit(x, y, 1) if len(set(x)) > 1 else (0.0, statistics.mean(y))
-    return {"per_doubling": float(b), "intercept": float(a), "at": {d: float(a + b * math.log2(d)) for d in depths}}
+    spread = float(((x - x.mean()) ** 2).sum())
+    left = len(x) - 2  # the residual's degrees of freedom
+    stderr = math.sqrt(float(((y - a - b * x) ** 2).sum()) / left / spread) if left > 0 and spread > 0 else None
+    return {"per_doubling": float(b), "per_doubling_stderr": stderr, "intercept": float(a),
+            "at": {d: float(a + b * math.log2(d)) for d in depths}}
 
 
 def summarize_depth(made, depths):
@@ -152,6 +158,12 @@ def summarize_depth(made, depths):
     out["trend"] = depth_trend(depths, bpb_gaps)
     out["lane_hours"] = lane_hours(r for depth in depths for rows in made[depth].values() for r, _ in rows)
     return out
+
+
+def per_doubling_error(trend):
+    """' ± s.e.' of a trend's slope, or nothing where it has none (a trend read from an older report)."""
+    stderr = trend.get("per_doubling_stderr")
+    return "" if stderr is None else f" ± {stderr:.4f}"
 
 
 def cell(value, std, digits=4):
@@ -198,7 +210,7 @@ def report(command, info, summary, params, depths):
                   f"{PAPER['ppl']['affine']} ({100 * PAPER['vs_learned']['affine']:+.1f}%), a seed-to-seed spread of "
                   f"{100 * PAPER['spread']:.1f}%.", "",
               f"- Depth trend of binary's gap to learned (bits per byte, every seed's paired gap): "
-              f"{trend['per_doubling']:+.4f} per doubling of depth; fitted "
+              f"{trend['per_doubling']:+.4f}{per_doubling_error(trend)} per doubling of depth; fitted "
               + ", ".join(f"{v:+.4f} at {d}" for d, v in trend["at"].items()) + " layers.", "",
               "Stability per seed (updates skipped for a non-finite loss or gradient; the largest gradient norm "
               "before clipping @ its step; the residual stream's RMS at the last block):", "",

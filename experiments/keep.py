@@ -22,7 +22,8 @@ from experiments.runs import ROOT, finished
 from tablefree.checkpoint import CKPT_NAME
 from tablefree.common import ArgumentParser, UserError, user_errors, write_atomic
 
-RUNS_DIRS = ("out-compare", "out-depth", "out-extension", "out-fairness", "out-regime", "out-scaling", "out-transfer")  # the queue's experiments' runs
+RUNS_DIRS = ("out-compare", "out-depth", "out-depth-width", "out-extension", "out-fairness", "out-regime",  # the queue's
+             "out-scaling", "out-transfer")  # experiments' runs
 KEPT = ROOT / "results" / "runs"
 LARGEST = 4 << 20  # bytes: a checkpoint or an export is not kept, whatever its name; a source table is
 
