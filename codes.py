@@ -15,7 +15,7 @@ Scale" (A. Bochkov, 2026), feed the Transformer that address instead of a learne
 Kronecker Embeddings (2026, arXiv:2605.29459; reference package `kronecker-embeddings` 0.1.1)
 code each token by its bytes b_1 .. b_L instead of its id, eq. 1 of the paper:
 
-    kappa(t) = z( vec( sum_p e_{b_p} (x) e_p ) / sqrt(L) )   a 256 x pos_dim 0/1 grid, D = 256 pos_dim
+    kappa(t) = z( vec( sum_p e_{b_p} (x) e_p ) / sqrt(L) )   a 256 x pos_dim grid, D = 256 pos_dim
 
 and learn one projection D -> n_embd; z() is a per-token z-normalisation.
 
@@ -183,7 +183,7 @@ def utf8_safe_truncate(data: bytes, max_bytes: int) -> bytes:
 
 
 def byte_buffer(vocab: list[bytes], pos_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every token's bytes, truncated to pos_dim: uint8 (V, pos_dim) zero-padded, and int64 (V,) lengths.
+    """Every token's bytes cut to pos_dim: uint8 (V, pos_dim) zero-padded, and int64 (V,) lengths.
 
     vocab[t] is token t's raw bytes (a token may hold part of a UTF-8 character: never decode
     it to text, which would map different tokens to the same U+FFFD)."""
@@ -194,7 +194,8 @@ def byte_buffer(vocab: list[bytes], pos_dim: int) -> tuple[torch.Tensor, torch.T
     return buffer, torch.tensor([len(token) for token in kept], dtype=torch.long)
 
 
-def kronecker_values(lengths: torch.Tensor, pos_dim: int, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def kronecker_values(lengths: torch.Tensor, pos_dim: int,
+                     eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """The two values a z-normalised code takes: on its L hot cells and on the other D - L.
 
     Before normalisation a code holds s = 1/sqrt(L) on L cells and 0 elsewhere, so its mean is
@@ -225,7 +226,7 @@ def sign_pca(source: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor
                          f"give --code_dim={min(width, rows - 1)} or less")
     source = source.double()
     mean = source.mean(dim=0)  # (d,)
-    _, _, vh = torch.linalg.svd(source - mean, full_matrices=False)  # (min(V, d), d), by singular value
+    _, _, vh = torch.linalg.svd(source - mean, full_matrices=False)  # (min(V, d), d), by size
     components = vh[:dim]  # (D, d)
     largest = components.abs().argmax(dim=1, keepdim=True)  # (D, 1)
     components = components * components.gather(1, largest).sign()
@@ -252,7 +253,7 @@ def byte_bits(device=None, dtype=torch.uint8) -> torch.Tensor:
 
 
 def unpack_bits(packed: torch.Tensor, dim: int, table: torch.Tensor = None) -> torch.Tensor:
-    """The inverse of pack_bits: uint8 (..., ceil(D / 8)) -> 0/1 uint8 (..., D), one lookup a byte in
+    """The inverse of pack_bits: uint8 (..., ceil(D / 8)) -> 0/1 uint8 (..., D), a lookup a byte in
     byte_bits (or in table, another (256, 8) of the same order: CodeHead's signs)."""
     table = byte_bits(packed.device) if table is None else table
     return table[packed.long()].flatten(-2)[..., :dim]  # (..., ceil(D / 8), 8) -> (..., D)

@@ -94,28 +94,30 @@ class LayerKV:
 # The ternary body (body='ternary'): BitNet b1.58's Linear. S. Ma, H. Wang et al., "The Era of
 # 1-bit LLMs: All Large Language Models are in 1.58 Bits" (2024, arXiv:2402.17764):
 #
-#   weights      W_t = round(W / gamma) clipped to {-1, 0, +1},  gamma = mean |W|  (absmean, per tensor)
-#   activations  x_q = round(x * s) clipped to [-128, 127],       s = 127 / max |x|  (absmax, per token)
+#   weights      W_t = round(W / gamma) clipped to {-1, 0, +1}, gamma = mean |W|   (absmean, per W)
+#   activations  x_q = round(x * s) clipped to [-128, 127],      s = 127 / max |x| (absmax, per x)
 #   output       y = (x_q W_t^T) * gamma / s
 #
 # The float latent weights train through the rounding with the straight-through estimator. x_q W_t^T
 # is a sum of integers, exact in float32 below 2^24 (127 x fan-in is, for any fan-in under 132,000),
 # so this forward computes bit for bit what an integer kernel computes, and a packed export decodes
 # the same tokens (tablefree/ternary.py packs and runs it; tests/test_ternary.py). What stays float,
-# as in BitNet b1.58: the token input, the LayerNorms, rotary positions, attention's softmax, the head.
+# as in BitNet b1.58: the token input, the LayerNorms, rotary positions, attention's softmax, the
+# head.
 
 EPS = 1e-5  # keeps gamma and s finite for an all-zero weight or activation
 
 
 def absmean_ternary(weight):
-    """W (out, in) -> W_t (out, in) with values in {-1, 0, 1} (same dtype) and gamma, a 0-d tensor."""
+    """W (out, in) -> W_t (out, in) with values in {-1, 0, 1} (same dtype) and gamma (0-d)."""
     gamma = weight.abs().mean().clamp(min=EPS)
     return (weight / gamma).round().clamp(-1, 1), gamma
 
 
 def absmax_int8(x):
-    """x (..., in) -> x_q (..., in) with integer values in [-128, 127] (same dtype) and s (..., 1)."""
-    scale = 127.0 / torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).clamp_(min=EPS)  # max |x|
+    """x (..., in) -> x_q (..., in) with integer values in [-128, 127] (same dtype), s (..., 1)."""
+    largest = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True)  # max |x|, (..., 1)
+    scale = 127.0 / largest.clamp_(min=EPS)
     return (x * scale).round_().clamp_(-128, 127), scale
 
 
@@ -139,7 +141,7 @@ class TernaryProduct(torch.autograd.Function):
 
 
 class BitLinear(nn.Linear):
-    """nn.Linear whose forward is BitNet b1.58's ternary product; the weight stays float for AdamW."""
+    """nn.Linear whose forward is BitNet b1.58's ternary product; the weight stays float (AdamW)."""
 
     def forward(self, x):
         y = TernaryProduct.apply(x, self.weight)
@@ -388,7 +390,7 @@ def nucleus(probs, top_p):
 
 def choose(logits, temperature, top_k=None, top_p=None, generator=None):
     """The next ids (B, 1) for logits (B, V) float32: argmax at temperature 0, else a draw."""
-    if temperature < torch.finfo(torch.float32).tiny:  # 0, or too small to divide by in float32: the limit
+    if temperature < torch.finfo(torch.float32).tiny:  # 0, or too small to divide by: the limit
         return logits.argmax(dim=-1, keepdim=True)
     # shifted first, so that (l - max) / T <= 0 for any T > 0, however small: never inf - inf
     logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
@@ -576,3 +578,19 @@ class GPT(nn.Module):
         has_fused = "fused" in inspect.signature(torch.optim.AdamW).parameters
         fused = device_type in ("cuda", "cpu") and has_fused
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+
+
+def param_counts(model):
+    """A GPT's element counts by part: trainable parameters, plus the fixed input code stored."""
+    def trainable(module):
+        return sum(p.numel() for p in module.parameters() if p.requires_grad)
+    wte = model.wte
+    return {
+        "input": trainable(wte),
+        # the fixed code's values stored (affine's A and b, frozen's packed bits, ...)
+        "input_fixed": sum(b.numel() for name, b in wte.named_buffers()
+                           if name in wte.state_dict()),
+        "body": trainable(model.h) + trainable(model.ln_f),
+        "head": 0 if model.config.tie_weights else trainable(model.lm_head),
+        "trainable": trainable(model),
+    }

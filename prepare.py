@@ -16,7 +16,7 @@ datasets need `pip install datasets`. --sft reads prompt/response pairs instead 
 loss mask beside the bins (tablefree/sft.py).
 """
 
-from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "prepare.py")  # is one line, not a traceback
 
 import argparse
@@ -34,7 +34,6 @@ from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_ou
                               replace_folder, require, user_errors, writing)
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.data import read_meta
-from tablefree.sft import describe_bad, write_sft
 from tablefree.tokenizer import (BPE_SIZES, GPT2_PATTERN, make_encoding, named_ranks, parse_ranks, reserved_ids,
                                  save_ranks, train_bpe)
 
@@ -141,6 +140,7 @@ def build_bins(args, directory, settings, started):
 
 def build_sft(args, directory, settings, started):
     """Prompt/response pairs (tablefree/sft.py) into directory: tokenizer, bins, masks, meta.json."""
+    from tablefree.sft import describe_bad, write_sft
     info, ranks = build_tokenizer(args, None, directory)
     dtype = id_dtype(info["vocab_size"])
     paths = input_paths(args.input)

@@ -1,7 +1,8 @@
-"""CPU quick start: a 4-layer, n_embd 160 GPT on tiny Shakespeare (1,024-token BPE), about 5 minutes on 2 cores.
+"""CPU quick start: a 4-layer, n_embd 160 GPT on tiny Shakespeare (1,024-token BPE), about 5 minutes
+on 2 cores.
 
     python prepare.py
-    python train.py config/shakespeare.py                    # binary codes (K = 10 bits, tiled 16 times)
+    python train.py config/shakespeare.py            # binary codes (K = 10 bits, tiled 16 times)
     python train.py config/shakespeare.py --input=learned --out_dir=out-learned
     python sample.py --ckpt out/
 """

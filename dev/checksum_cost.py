@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from model import GPT
-from tablefree.checksum import state_crc32
+from tablefree.common import state_crc32
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 
 

@@ -14,7 +14,13 @@
   reader follows from one file to another);
 - what a reader of each top-level script opens: the checkout's files it imports, directly or through
   others (itself included), and their lines; and each script's longest function in lines;
-- the README's length in lines and the files at the top level.
+- the README's length in lines and the files at the top level;
+- with --paths, the default paths run: the quick start's `python prepare.py`, `python train.py
+  config/shakespeare.py` (a few steps, a checkpoint saved) and `python sample.py --ckpt out/`, each a
+  process of its own in a temporary folder under a profiler hook (sys.setprofile, every thread): the
+  checkout's files whose code ran (the script itself counted, package __init__ files aside), their
+  lines and the characters of their longest line. prepare.py fetches tiny Shakespeare (the network
+  or the package index).
 """
 
 import argparse
@@ -25,8 +31,10 @@ import io
 import json
 import os
 import runpy
+import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 SKIP = ("tests", "dev", ".venv", ".git")  # not part of what a reader of the code follows
@@ -167,12 +175,78 @@ def path_to_first_loss(root):
     return {"calls": walk(False), "with imports": walk(True)}
 
 
+# the quick start's commands, each shortened only where it would take minutes: {script: its arguments}
+DEFAULT_PATHS = {
+    "prepare.py": ["--out_dir={data}"],
+    "train.py": ["{root}/config/shakespeare.py", "--data_dir={data}", "--out_dir={out}", "--max_iters=4",
+                 "--eval_interval=2", "--eval_iters=1", "--log_interval=1"],
+    "sample.py": ["--ckpt={out}/", "--num_samples=1", "--max_new_tokens=8"],
+}
+
+
+def ran(root, script, argv):
+    """The checkout's files whose code ran while script ran with argv in this process (SystemExit kept)."""
+    root, found = root.resolve(), set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            found.add(frame.f_code.co_filename)
+
+    sys.argv, sys.path[0] = [script, *argv], str(root)
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(str(root / script), run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    paths = {Path(f) for f in found if f.endswith(".py")}
+    return sorted(str(p.relative_to(root)) for p in paths if p.is_relative_to(root) and p.name != "__init__.py"
+                  and not set(p.relative_to(root).parts) & set(SKIP))
+
+
+def file_sizes(root, files):
+    """{"files": n, "lines": n, "longest line": characters, "each": {file: lines}} of files under root."""
+    each = {f: (root / f).read_text().splitlines() for f in files}
+    return {"files": len(files), "lines": sum(map(len, each.values())),
+            "longest line": max((len(line) for lines in each.values() for line in lines), default=0),
+            "each": {f: len(lines) for f, lines in each.items()}}
+
+
+def default_paths(root, scripts=tuple(DEFAULT_PATHS)):
+    """{script: file_sizes of the files its default path ran}: each script a process of its own (a fresh
+    interpreter: the imports' own code counts), in the order of the quick start, in a temporary folder."""
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        where = {"data": f"{tmp}/data", "out": f"{tmp}/out", "root": root}
+        for script in scripts:
+            argv = [a.format(**where) for a in DEFAULT_PATHS[script]]
+            done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--root", str(root), "--ran",
+                                   script, *argv], cwd=tmp, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"{script} {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+            report[script] = file_sizes(root, json.loads(done.stdout.splitlines()[-1]))
+    return report
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to measure")
     p.add_argument("--no_trace", action="store_true", help="skip the traced run (needs data/shakespeare)")
+    p.add_argument("--paths", action="store_true", help="only the default paths, run (prepare, train, sample)")
+    p.add_argument("--ran", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)  # one traced script: default_paths's
     args = p.parse_args()
     root = Path(args.root).resolve()
+    if args.ran:
+        print(json.dumps(ran(root, args.ran[0], args.ran[1:])))
+        return
+    if args.paths:
+        print(json.dumps(default_paths(root), indent=2))
+        return
     graph = import_graph(root)
     levels, by_file = depth(graph)
     bad, entries = entry_point_imports(root, graph)

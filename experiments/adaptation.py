@@ -31,7 +31,8 @@ from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run
                               train_settings, write_results)
 from experiments.stats import difference, mean_std
 from model import INPUTS
-from tablefree.common import ArgumentParser, pyplot, require, user_errors, write_atomic
+from tablefree.common import ArgumentParser, require, user_errors, write_atomic
+from tablefree.reports import pyplot
 from tablefree.data import read_meta, split_ids
 from tablefree.device import machine, measured_on
 from tablefree.rundir import read_log

@@ -38,9 +38,10 @@ from experiments.bench_llama import bench_llama
 from experiments.bench_lengths import bench_lengths
 from experiments.bench_paper import bench_paper
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
-from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, require, user_errors,
+from tablefree.common import (ArgumentParser, UserError, check_output, pick_device, pick_dtype, require, user_errors,
                               write_atomic)
-from tablefree.device import machine, measured_on, pick_device, pick_dtype
+from tablefree.reports import json_report, markdown
+from tablefree.device import machine, measured_on
 
 COMMAND = "python -m experiments.bench"  # the mark its reports carry (common.mark)
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,

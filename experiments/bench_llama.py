@@ -18,7 +18,8 @@ import torch
 from experiments.bench_infer import DECODE_SHAPE, QUICK_DECODE_SHAPE, bench_ternary, in_fresh_process
 from experiments.bench_train import ROOT
 from model import GPT, GPTConfig
-from tablefree.tokenizer import GPT2_PATTERN, save_ranks, tokenizer_state, train_bpe
+from tablefree.data import tokenizer_state
+from tablefree.tokenizer import GPT2_PATTERN, save_ranks, train_bpe
 from tools.gguf import write_gguf
 
 TYPES = {"float": ("F32", "Q8_0"), "ternary": ("TQ2_0", "TQ1_0")}

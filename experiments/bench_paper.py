@@ -38,7 +38,8 @@ from tablefree import runtime
 from tablefree.packed import packed_ternary
 from tablefree.common import UserError
 from tablefree.configurator import model_config
-from tablefree.tokenizer import GPT2_PATTERN, save_ranks, tokenizer_state
+from tablefree.data import tokenizer_state
+from tablefree.tokenizer import GPT2_PATTERN, save_ranks
 from tools.gguf import write_gguf
 
 PAPER_CONFIG = ROOT / "config" / "frozen_270m_ternary.py"

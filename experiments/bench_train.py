@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from model import INPUTS, GPT, GPTConfig, make_input
+from model import GPT, INPUTS, GPTConfig, make_input, param_counts
 from tablefree.corpus import fetch_source
-from tablefree.cost import flops_per_token, param_counts
-from tablefree.device import peak_flops_of, pick_dtype
+from tablefree.cost import flops_per_token
+from tablefree.common import pick_dtype
+from tablefree.device import peak_flops_of
 from tablefree.tokenizer import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: prepare.py, and the probes' working folder

@@ -27,7 +27,8 @@ from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probe
                               runs_root, save_figure, train_settings, write_results)
 from experiments.stats import summarize
 from model import INPUTS
-from tablefree.common import ArgumentParser, pyplot, require, user_errors
+from tablefree.common import ArgumentParser, require, user_errors
+from tablefree.reports import pyplot
 from tablefree.device import machine, measured_on
 from tablefree.diagnostics import describe_quality
 

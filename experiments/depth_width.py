@@ -14,13 +14,13 @@ tokens = 2.46M, its schedule and batch, our choice) with one change, the depth o
 this order:
 
     32 x 160     learned, binary, affine   the paper's depth; seed 0 of learned and binary first with
-                                           --nonfinite=stop (depth.make_run: the stability measures)
+                                           --nonfinite=stop (depth_runs.make_run: the stability measures)
     32 x 80      learned, binary           the width axis, beside 160 and depth.py's 32 x 40
     24 x 160     learned, binary           --seeds_24 2 where the budget needs it (the report says so)
     3, 6, 12     learned, binary           scaling.py's kept runs where every setting that makes a run,
                                            the dataset and the schedule match (why_not_kept); else here
 
-The paper's numbers are depth.PAPER. A gap is binary's (or affine's) val bits per byte or perplexity less
+The paper's numbers are depth_runs.PAPER. A gap is binary's (or affine's) val bits per byte or perplexity less
 learned's of the same seed: per seed, and their mean with its standard error.
 """
 
@@ -28,11 +28,12 @@ import json
 import math
 import sys
 
-from experiments import depth
+from experiments import depth_runs
 from experiments.runs import (ROOT, finished, made_free_first, other_settings, read_run, results_files, run_arguments,
                               run_dir, runs_root, save_figure, train_settings, write_results)
 from experiments.stats import lane_hours, lane_hours_line, paired, summarize
-from tablefree.common import ArgumentParser, pyplot, require, user_errors
+from tablefree.common import ArgumentParser, require, user_errors
+from tablefree.reports import pyplot
 from tablefree.data import read_meta
 from tablefree.device import machine, measured_on
 
@@ -53,10 +54,10 @@ def plan(shape, seeds, seeds_24):
     """[(arm, layers, width, seed)] in the order they are made: the deepest at the base width (its strict
     seeds first), the other widths at that depth, then the shallower depths, deepest first."""
     deepest, rest = shape["depths"][-1], shape["depths"][-2::-1]
-    items = [(arm, deepest, shape["width"], s) for s in range(seeds) for arm in depth.ARMS]
-    items += [(arm, deepest, w, s) for w in shape["widths"] for s in range(seeds) for arm in depth.STRICT]
+    items = [(arm, deepest, shape["width"], s) for s in range(seeds) for arm in depth_runs.ARMS]
+    items += [(arm, deepest, w, s) for w in shape["widths"] for s in range(seeds) for arm in depth_runs.STRICT]
     n = {d: seeds_24 if d == 24 else seeds for d in rest}
-    return items + [(arm, d, shape["width"], s) for d in rest for s in range(n[d]) for arm in depth.STRICT]
+    return items + [(arm, d, shape["width"], s) for d in rest for s in range(n[d]) for arm in depth_runs.STRICT]
 
 
 def why_not_kept(directory, argv, meta, max_iters):
@@ -79,7 +80,7 @@ def why_not_kept(directory, argv, meta, max_iters):
 
 def make(item, args, train_argv, settings, root, kept_dir, meta, shape):
     """One item's (read_run, stability or None, where it came from): a matching kept scaling run is read,
-    anything else trained here (depth.make_run: the strict first attempt and the stability measures)."""
+    anything else trained here (depth_runs.make_run: the strict first attempt and the stability measures)."""
     arm, layers, width, seed = item
     argv = [*train_argv, f"--n_embd={width}"]
     point = KEPT_POINTS.get(layers) if shape is FULL and width == shape["width"] else None
@@ -91,8 +92,8 @@ def make(item, args, train_argv, settings, root, kept_dir, meta, shape):
             return read_run(kept), None, str(kept.relative_to(ROOT) if kept.is_relative_to(ROOT) else kept)
         print(f"== {arm} at {layers} layers, seed {seed}: scaling.py's run not used ({reason}); made here", flush=True)
     where = root if width == shape["width"] else root / f"n_embd{width}"
-    strict = (seed, layers, width) == (0, shape["depths"][-1], shape["width"]) and arm in depth.STRICT
-    run, stability = depth.make_run(argv, {**settings, "n_embd": width}, arm, layers, seed, where, args.data_dir,
+    strict = (seed, layers, width) == (0, shape["depths"][-1], shape["width"]) and arm in depth_runs.STRICT
+    run, stability = depth_runs.make_run(argv, {**settings, "n_embd": width}, arm, layers, seed, where, args.data_dir,
                                     strict)
     return run, stability, "here"
 
@@ -108,19 +109,19 @@ def gap_rows(runs, arm):
 
 def summarize_study(made, shape, vocab_size):
     """Per depth at the base width and per width at the deepest: statistics (stats.summarize), each arm's
-    gaps (gap_rows); binary's depth trend (depth.depth_trend) and width trend (per doubling of n_embd)."""
+    gaps (gap_rows); binary's depth trend (depth_runs.depth_trend) and width trend (per doubling of n_embd)."""
     deepest, base = shape["depths"][-1], shape["width"]
     out = {"depths": {}, "widths": {}}
     for layers in shape["depths"]:
         runs = {arm: [r for r, _, _ in made[(layers, base)][arm]] for arm in made[(layers, base)]}
         out["depths"][layers] = cells(runs, made[(layers, base)])
     for width in (*shape["widths"], base):
-        runs = {arm: [r for r, _, _ in made[(deepest, width)][arm]] for arm in depth.STRICT}
+        runs = {arm: [r for r, _, _ in made[(deepest, width)][arm]] for arm in depth_runs.STRICT}
         out["widths"][width] = {**cells(runs, made[(deepest, width)]), "tiles": width / code_bits(vocab_size)}
     bpb = {d: out["depths"][d]["binary"]["gaps"]["bpb"] for d in shape["depths"]}
-    out["trend"] = depth.depth_trend(shape["depths"], bpb)
+    out["trend"] = depth_runs.depth_trend(shape["depths"], bpb)
     widths = sorted(out["widths"])
-    out["width_trend"] = depth.depth_trend(widths, {w: out["widths"][w]["binary"]["gaps"]["bpb"] for w in widths})
+    out["width_trend"] = depth_runs.depth_trend(widths, {w: out["widths"][w]["binary"]["gaps"]["bpb"] for w in widths})
     out["lane_hours"] = lane_hours(r for rows in made.values() for arm in rows.values() for r, _, _ in arm)
     return out
 
@@ -156,7 +157,7 @@ def paired_cell(p, percent=False):
 
 
 def trend_line(trend, axis):
-    return (f"{trend['per_doubling']:+.4f}{depth.per_doubling_error(trend)} bits per byte per doubling of {axis}; "
+    return (f"{trend['per_doubling']:+.4f}{depth_runs.per_doubling_error(trend)} bits per byte per doubling of {axis}; "
             "fitted " + ", ".join(f"{v:+.4f} at {k}" for k, v in trend["at"].items()))
 
 
@@ -171,8 +172,8 @@ def gap_table(summary, key, label):
             reach = (f"{t['steps']:.0f} ({t['reached']} of {t['seeds']})" if t and t["reached"] else "never" if t else "")
             made_here = sum(w == "here" for w in s["from"])
             source = "here" if made_here == len(s["from"]) else "scaling.py's" if not made_here else "both"
-            lines.append(f"| {point} | {arm} | {s['seeds']} | {depth.cell(s['val_bpb'], s['val_bpb_std'])} | "
-                         f"{depth.cell(s['val_ppl'], s['val_ppl_std'], 3)} | "
+            lines.append(f"| {point} | {arm} | {s['seeds']} | {depth_runs.cell(s['val_bpb'], s['val_bpb_std'])} | "
+                         f"{depth_runs.cell(s['val_ppl'], s['val_ppl_std'], 3)} | "
                          + (f"{seeds_cell(g['bpb'])} | {paired_cell(g['paired_bpb'])} | {seeds_cell(g['ppl'], True)} | "
                             f"{paired_cell(g['paired_ppl'], True)} | " if g else "| | | | ")
                          + f"{reach} | {source} |")
@@ -207,7 +208,7 @@ def reached(summary):
 
 
 def report(command, info, summary, shape, vocab_size, params, narrow, seeds_24):
-    deepest, base, paper = shape["depths"][-1], shape["width"], depth.PAPER
+    deepest, base, paper = shape["depths"][-1], shape["width"], depth_runs.PAPER
     k = code_bits(vocab_size)
     learned = params[base]
     lines = [f"# Bochkov's comparison at {deepest} layers, {base} wide: {base / k:.0f} tiles of a {k}-bit code", "",
@@ -229,7 +230,7 @@ def report(command, info, summary, shape, vocab_size, params, narrow, seeds_24):
     lines += ["", f"- binary's gap against width (n_embd {', '.join(map(str, sorted(summary['widths'])))}; same data "
                   f"and V): {trend_line(summary['width_trend'], 'n_embd')}.", f"- {reached(summary)}",
               "- The 40-wide row is another dataset (V = 2,560) and budget (1.66M tokens): beside, not on, the line.",
-              "", "Stability of the runs made here (depth.make_run: updates skipped; the largest gradient norm @ its "
+              "", "Stability of the runs made here (depth_runs.make_run: updates skipped; the largest gradient norm @ its "
               "step; the residual RMS at the last block):", "", "| layers x n_embd | input | per seed | seed 0 "
               "under --nonfinite=stop |", "|---|---|---|---|"]
     for (layers, width), arms in stability_rows(summary, shape):
@@ -237,7 +238,7 @@ def report(command, info, summary, shape, vocab_size, params, narrow, seeds_24):
             strict = s["stability"][0]["strict"] if s["stability"][0] else None
             said = "" if strict is None else "stopped: an update would have been lost" if strict["stopped"] else \
                 "ran to the end: no update lost"
-            lines.append(f"| {layers} x {width} | {arm} | {depth.stability_cell(s['stability'])} | {said} |")
+            lines.append(f"| {layers} x {width} | {arm} | {depth_runs.stability_cell(s['stability'])} | {said} |")
     lines += ["", lane_hours_line(summary["lane_hours"])]
     return "\n".join(lines) + "\n"
 
@@ -297,20 +298,20 @@ def main(argv=None):
         root, kept_dir = runs_root(args.runs_dir), runs_root(args.kept_dir)
         items = plan(shape, args.seeds, args.seeds_24)
         where = {item: run_dir(root if item[2] == shape["width"] else root / f"n_embd{item[2]}",
-                               depth.kind(item[0], item[1]), item[3]) for item in items}
+                               depth_runs.kind(item[0], item[1]), item[3]) for item in items}
         done = dict(zip(items, made_free_first(items, where.get, lambda item: make(
             item, args, train_argv, settings, root, kept_dir, meta, shape))))
         made = {}
         for (arm, layers, width, seed), row in done.items():
             made.setdefault((layers, width), {}).setdefault(arm, []).append(row)
-        params = {w: depth.param_table({**settings, "n_embd": w}, shape["depths"][-1:], meta["vocab_size"])
+        params = {w: depth_runs.param_table({**settings, "n_embd": w}, shape["depths"][-1:], meta["vocab_size"])
                   [shape["depths"][-1]]["learned"] for w in (*shape["widths"], shape["width"])}
         summary, info = summarize_study(made, shape, meta["vocab_size"]), machine()
         narrow = None if args.quick else narrow_point()
         command = " ".join(["python -m experiments.depth_width", *argv])
         table = report(command, info, summary, shape, meta["vocab_size"], params, narrow, args.seeds_24)
         write_results(md, js, command, table, {"machine": info, "params": params, "summary": summary,
-                                               "paper": depth.PAPER, "narrow": narrow})
+                                               "paper": depth_runs.PAPER, "narrow": narrow})
         plot(summary, shape, png, command)
     print(table)
 

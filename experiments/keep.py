@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 from experiments.runs import ROOT, finished
-from tablefree.checkpoint import CKPT_NAME
-from tablefree.common import ArgumentParser, UserError, user_errors, write_atomic
+from tablefree.common import CKPT_NAME, ArgumentParser, UserError, user_errors, write_atomic
 
 RUNS_DIRS = ("out-compare", "out-depth", "out-depth-width", "out-extension", "out-fairness", "out-regime",  # the queue's
              "out-scaling", "out-transfer")  # experiments' runs

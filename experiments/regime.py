@@ -32,9 +32,9 @@ import sys
 from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, results_files,
                               run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings,
                               write_results, write_table)
-from experiments.stats import bucket_rows, gap, mean_std, summarize
-from experiments.stats import rare_gap as stats_rare_gap
-from tablefree.common import ArgumentParser, pyplot, require, user_errors
+from experiments.stats import bucket_rows, gap, mean_std, rare_gap as stats_rare_gap, summarize
+from tablefree.common import ArgumentParser, require, user_errors
+from tablefree.reports import pyplot
 from tablefree.device import machine, measured_on
 from tablefree.diagnostics import describe_quality
 

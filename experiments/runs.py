@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from model import GPT, INPUTS
-from tablefree.checkpoint import CKPT_NAME, load_checkpoint
+from tablefree.checkpoint import load_checkpoint
+from tablefree.common import CKPT_NAME, UserError, check_output, holds_work, plain_name, write_atomic
 from tablefree.rundir import read_log
-from tablefree.common import (UserError, check_output, holds_work, json_report, markdown, plain_name, png_metadata,
-                              write_atomic)
+from tablefree.reports import json_report, markdown, png_metadata
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 from tablefree.cost import flops_per_token
 

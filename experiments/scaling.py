@@ -30,8 +30,9 @@ import numpy as np
 from experiments.runs import (ROOT, finished, results_files, run_all, run_dir, run_size, runs_root, train_settings,
                               write_figure, write_results)
 from experiments.stats import gap, summarize
-from tablefree.common import ArgumentParser, pyplot, require, user_errors
-from tablefree.cost import param_counts
+from tablefree.common import ArgumentParser, require, user_errors
+from tablefree.reports import pyplot
+from model import param_counts
 from tablefree.data import read_meta
 from tablefree.device import machine, measured_on
 

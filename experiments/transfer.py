@@ -44,11 +44,11 @@ import torch
 
 from experiments.runs import (ROOT, claimed, evaluated, extend, made_free_first, results_files, run_arguments, run_dir,
                               runs_root, save_figure, train_run, train_settings, write_results, write_table)
-from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired
-from experiments.stats import rare_gap as stats_rare_gap
+from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired, rare_gap as stats_rare_gap
 from model import GPT
-from tablefree.checkpoint import model_state, save_checkpoint
-from tablefree.common import ArgumentParser, UserError, pyplot, require, user_errors
+from tablefree.checkpoint import model_state
+from tablefree.common import ArgumentParser, UserError, require, save_checkpoint, user_errors
+from tablefree.reports import pyplot
 from tablefree.configurator import check_settings, model_config
 from tablefree.data import Dataset
 from tablefree.device import machine, measured_on

@@ -15,19 +15,7 @@ import numpy as np
 import torch
 
 from model import GPT, GPTConfig
-from tablefree.checksum import SHA256_COVERS, described, state_crc32, tensors_sha256
-from tablefree.common import UserError, write_atomic
-
-CKPT_NAME = "ckpt.pt"
-
-
-def save_checkpoint(state, out_dir):
-    """Write state to out_dir/ckpt.pt atomically (the old file stays until the new one is whole),
-    with the crc32 of everything in it (checksum.state_crc32), marked as covering everything."""
-    state = {**{k: v for k, v in state.items() if k not in ("crc32", "crc32_covers")}, "crc32_covers": "everything"}
-    state["crc32"] = state_crc32(state)
-    write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
-
+from tablefree.common import CKPT_NAME, UserError, state_crc32
 
 def find_checkpoint(path, flag="--ckpt"):
     """The checkpoint file for a run directory or a file path; flag: the option that named it."""
@@ -83,17 +71,24 @@ def verify(ckpt, path):
         raise UserError(f"{path} is damaged: its {what} are not the ones it was saved with (crc32 differs); "
                         f"restore it from a copy, or train again")
     ckpt.pop("crc32_covers", None)
-    covers = ckpt.get("sha256_covers") == SHA256_COVERS  # else a file from before 2026-12-05: weights only
-    if "ternary" in ckpt and "sha256" in ckpt and \
-            tensors_sha256(ckpt["model"], ckpt["ternary"], described(ckpt) if covers else None) != ckpt["sha256"]:
-        raise UserError(f"{path} is damaged: the packed file's {'weights, config or tokenizer' if covers else 'weights'} "
-                        f"are not the ones it was written with (sha256 differs); export it again from its checkpoint")
+    if "ternary" in ckpt and "sha256" in ckpt:  # a packed export (tablefree/packed.py)
+        verify_packed(ckpt, path)
     bad = [name for name, t in ckpt["model"].items()
            if isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         raise UserError(f"{path} holds non-finite weights (in {', '.join(bad[:3])}{', ...' * (len(bad) > 3)}), from "
                         f"which nothing useful comes; use a checkpoint saved before the run diverged, or train again "
                         f"with a lower learning_rate")
+
+
+def verify_packed(ckpt, path):
+    """Refuse a packed export whose weights (and, since 2026-12-05, config and tokenizer) are not the
+    ones its sha256 was written with."""
+    from tablefree.checksum import SHA256_COVERS, described, tensors_sha256
+    covers = ckpt.get("sha256_covers") == SHA256_COVERS  # else a file from before 2026-12-05: weights only
+    if tensors_sha256(ckpt["model"], ckpt["ternary"], described(ckpt) if covers else None) != ckpt["sha256"]:
+        raise UserError(f"{path} is damaged: the packed file's {'weights, config or tokenizer' if covers else 'weights'} "
+                        f"are not the ones it was written with (sha256 differs); export it again from its checkpoint")
 
 
 def upgrade(ckpt):

@@ -9,14 +9,15 @@ import ctypes
 import errno
 import fcntl
 import fnmatch
-import json
+import math
 import os
 import re
 import shutil
 import signal
 import sys
 import threading
-from contextlib import contextmanager, suppress
+import zlib
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 
@@ -25,6 +26,16 @@ class UserError(Exception):
 
     Its message names the problem and the fix in one line; scripts print it as
     `<script>: error: <message>` and exit with status 1, never with a traceback."""
+
+
+def interrupt_quietly(module, script):
+    """What every script does first: until user_errors begins, Ctrl-C ends it with one line naming
+    script and exit status 1, not the traceback of an import half done (torch takes a second or more
+    to load, and nothing has been written yet). Only where module (the caller's __name__) is
+    "__main__", so importing a script (the tests do) changes nothing."""
+    if module == "__main__":
+        signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(f"{script}: interrupted while starting; "
+                                                                    "nothing was written"))
 
 
 INTERRUPTED = "every file it writes is replaced whole or not at all, so what was there is intact; run it again"
@@ -36,7 +47,7 @@ def user_errors(script, interrupted=INTERRUPTED):
     Ctrl-C into one line saying what it left (`interrupted`), exit 1: never a traceback.
 
     Under torchrun every rank meets the same error; only rank 0 prints it."""
-    if threading.current_thread() is threading.main_thread():  # Ctrl-C is KeyboardInterrupt again (startup.py)
+    if threading.current_thread() is threading.main_thread():  # Ctrl-C is KeyboardInterrupt again (interrupt_quietly)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
@@ -84,6 +95,58 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UserError(f"{message} (see {self.prog} --help)")
+
+
+def pick_device(name):
+    """'auto' is cuda, then mps, then cpu; another name ('cpu', 'cuda:1', 'mps') if it exists."""
+    import torch
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    try:
+        kind = torch.device(name).type
+    except (RuntimeError, ValueError):
+        raise UserError(f"device {name!r} is not a device name; use 'auto', 'cpu', 'cuda', 'cuda:1' or 'mps'") from None
+    missing_cuda = kind == "cuda" and not torch.cuda.is_available()
+    missing_mps = kind == "mps" and not torch.backends.mps.is_available()
+    if missing_cuda or missing_mps or kind not in ("cpu", "cuda", "mps"):
+        raise UserError(f"device {name!r} is not available on this machine; use 'cpu' or 'auto'")
+    return name
+
+
+DTYPES = ("float32", "bfloat16", "float16")  # the dtype setting's names: torch's own
+
+
+def pick_dtype(name, device):
+    """(resolved name, torch dtype, autocast context) for a dtype name on a device.
+
+    'auto' is bfloat16 on GPUs that support it (float16 on older ones), float32 elsewhere: on
+    a CPU, float32 matmuls are what the tests and the quick start are measured with."""
+    import torch
+    device_type = device.split(":")[0]
+    if name == "auto":
+        if device_type == "cuda":
+            name = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            name = "float32"
+    if name not in DTYPES:
+        raise UserError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {name!r}")
+    dtype = getattr(torch, name)
+    autocast = nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
+    return name, dtype, autocast
+
+
+def three(x):
+    """x with 3 significant digits, trailing zeros kept: 112, 27.0, 5.60, 0.0120."""
+    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}" if x else "0"
+
+
+def duration(hours):
+    """Hours, or minutes or seconds for short runs: 92.6 h, 14.0 min."""
+    if hours >= 1:
+        return f"{three(hours)} h"
+    return f"{three(60 * hours)} min" if hours >= 1 / 60 else f"{three(3600 * hours)} s"
 
 
 def write_atomic(path, contents):
@@ -219,18 +282,6 @@ def mark(command):
     return f"tablefree: {command}"
 
 
-def markdown(command, text):
-    return f"<!-- written by {mark(command)} -->\n{text}"
-
-
-def json_report(command, data, indent=2, **dumps):
-    return json.dumps({"written_by": mark(command), **data}, indent=indent, **dumps)
-
-
-def png_metadata(command):
-    return {"Software": mark(command)}  # matplotlib writes it as the chunk after IHDR
-
-
 def written_by(path, ours):
     """Whether the file at path starts with ours: a format's magic bytes, a pattern of its first
     4 KB (a binary header that names us), a command whose mark (mark) a report of path's kind
@@ -261,6 +312,17 @@ def written_by(path, ours):
 def holds_work(folder):
     """'a run' or 'a dataset' when folder is one (by the files train.py and prepare.py write), else None."""
     return next((work for name, work in MARKS.items() if (Path(folder) / name).exists()), None)
+
+
+def refuse_to_overwrite(out, overwrite):
+    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
+    never writes its files into a dataset."""
+    work = holds_work(out)
+    if work == "a dataset":
+        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
+    if work == "a run" and not overwrite:
+        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
+                        f"choose another --out_dir, or replace it with --overwrite=True")
 
 
 def check_output(path, flag, own=None, ours=None, marked=None):
@@ -356,13 +418,50 @@ def _exchange(a, b):
     raise OSError(error, os.strerror(error), str(b))
 
 
-def pyplot():
-    """matplotlib.pyplot drawing to files, or None (and a note) when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install -r requirements-extras.txt)")
-        return None
-    return plt
+# ---- checkpoints: written whole, with the crc32 of everything in them ----
+
+CKPT_NAME = "ckpt.pt"
+
+
+def save_checkpoint(state, out_dir):
+    """Write state to out_dir/ckpt.pt atomically (the old file stays until the new one is whole),
+    with the crc32 of everything in it (state_crc32), marked as covering everything."""
+    import torch
+    state = {**{k: v for k, v in state.items() if k not in ("crc32", "crc32_covers")}, "crc32_covers": "everything"}
+    state["crc32"] = state_crc32(state)
+    write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
+
+
+def state_crc32(state, everything=True):
+    """crc32 of a checkpoint: every tensor (weights, optimizer state, ...) with its path, dtype and
+    shape, and (everything) every other value with its path and repr (the settings, the tokenizer,
+    the step), in the dicts' order (torch.load keeps it). About 2 GB/s on one core: 2.8 s for the
+    papers' 32-layer shape with its AdamW state, 5.6 GB (dev/checksum_cost.py, docs/training.md).
+    everything=False: the tensors alone, as checkpoints saved before 2026-12-04 recorded it."""
+    import torch
+    crc = 0
+    for path, value in leaves_of(state):
+        if isinstance(value, torch.Tensor):
+            crc = zlib.crc32(f"{path} {value.dtype} {tuple(value.shape)}".encode(), crc)
+            crc = zlib.crc32(raw_bytes(value), crc)
+        elif everything:
+            crc = zlib.crc32(f"{path}={value!r}".encode(), crc)
+    return crc
+
+
+def raw_bytes(tensor):
+    """A tensor's bytes as stored (uint8, a view where it can be), whatever its dtype."""
+    import torch
+    return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
+def leaves_of(value, path=""):
+    """(path, value) for every tensor and every other leaf in nested dicts and lists, depth first."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaves_of(item, f"{path}/{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from leaves_of(item, f"{path}/{index}")
+    else:
+        yield path, value

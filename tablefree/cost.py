@@ -11,37 +11,22 @@ in both (tests/test_cost.py checks the estimate against the memory a real forwar
 same probes measure the weights' copies a forward makes (autocast's, a ternary body's).
 """
 
-import math
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from model import GPT
-from tablefree.common import UserError
+from model import GPT, param_counts
+from tablefree.common import DTYPES, UserError, duration, three
 from tablefree.configurator import model_config
 from tablefree.data import read_meta
-from tablefree.device import DTYPES, GPU_PEAK_BF16
+from tablefree.device import GPU_PEAK_BF16
 
 PROBE_TOKENS = 32  # tokens per probe sequence: small, and past every shape's constant parts
 PROBE_PARAMS = 400e6  # the largest probe model measured (1.6 GB in float32, seconds); the papers' is below 180M
 MFU = 0.4  # the model FLOPs utilisation the wall times assume
 CLUSTERS = (("H100", 8), ("A100", 8))  # (GPU, how many) the wall time is given for
 GPU_BYTES = 80e9  # an H100's or A100's memory, for the warning
-
-
-def param_counts(model):
-    """A GPT's element counts by part: trainable parameters, plus the fixed input code stored."""
-    def trainable(module):
-        return sum(p.numel() for p in module.parameters() if p.requires_grad)
-    wte = model.wte
-    return {
-        "input": trainable(wte),
-        "input_fixed": sum(b.numel() for name, b in wte.named_buffers() if name in wte.state_dict()),  # A, b, ...
-        "body": trainable(model.h) + trainable(model.ln_f),
-        "head": 0 if model.config.tie_weights else trainable(model.lm_head),
-        "trainable": trainable(model),
-    }
 
 
 def flops_per_token(model):
@@ -124,7 +109,7 @@ def estimate_cost(s, vocab_size, activations=True):
     config = model_config(s, vocab_size)
     counts, per_token, buffers = at_depth(config, lambda model: (param_counts(model), flops_per_token(model),
                                                                  sum(b.nbytes for b in model.buffers())))
-    dtype = DTYPES.get(s.dtype, torch.bfloat16)  # 'auto': bfloat16, what a GPU run picks
+    dtype = getattr(torch, s.dtype) if s.dtype in DTYPES else torch.bfloat16  # 'auto': bfloat16, what a GPU run picks
     tokens_per_step = s.gradient_accumulation_steps * s.batch_size * s.block_size
     evaluations = s.max_iters // s.eval_interval + 1
     eval_tokens = evaluations * 2 * s.eval_iters * s.batch_size * s.block_size  # two splits, forward only
@@ -183,11 +168,6 @@ def describe_cost(cost):
     return "\n".join(lines)
 
 
-def three(x):
-    """x with 3 significant digits, trailing zeros kept: 112, 27.0, 5.60, 0.0120."""
-    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}" if x else "0"
-
-
 def count(n):
     """A count: 17.0B, 2.05M, 512."""
     for scale, name in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -202,13 +182,6 @@ def size_of(n):
         if n >= scale:
             return f"{three(n / scale)} {name}"
     return f"{three(n)} B"
-
-
-def duration(hours):
-    """Hours, or minutes or seconds for short runs: 92.6 h, 14.0 min."""
-    if hours >= 1:
-        return f"{three(hours)} h"
-    return f"{three(60 * hours)} min" if hours >= 1 / 60 else f"{three(3600 * hours)} s"
 
 
 def dry_run_vocab_size(s):

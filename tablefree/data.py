@@ -12,9 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from codes import constant_ids
 from tablefree.common import UserError
-from tablefree.tokenizer import BPE_SIZES, load_encoding, tokenizer_state, vocab_bytes
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
@@ -39,6 +37,7 @@ class Dataset:
         self.meta = read_meta(self.path)
         self.vocab_size = self.meta["vocab_size"]
         if vocab_size and vocab_size != self.vocab_size:
+            from tablefree.tokenizer import BPE_SIZES
             can_prepare = self.meta["tokenizer"]["name"] == "bpe" and vocab_size in BPE_SIZES
             raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; drop --vocab_size to "
                             f"take the data's" + (f", or prepare the data with --vocab_size {vocab_size}" if can_prepare
@@ -55,12 +54,14 @@ class Dataset:
 
     def vocab_bytes(self):
         """Every token's raw bytes (tokenizer.vocab_bytes): what the kronecker input codes."""
+        from tablefree.tokenizer import load_encoding, vocab_bytes
         return vocab_bytes(load_encoding(self.tokenizer), self.vocab_size)
 
     def refuse_constant_codes(self, model):
         """Refuse this data for a fixed-code model in which a token the data holds enters as a
         constant code (refuse_constant_codes); a learned or kronecker input has none."""
         if hasattr(model.wte, "code"):
+            from codes import constant_ids  # (prepare.py reads this file too, and needs no codes)
             constant = constant_ids(model.wte.code, model.config.vocab_size)
             refuse_constant_codes(constant, self.path, self.meta, model.config.input)
 
@@ -197,6 +198,15 @@ def refuse_constant_codes(constant, directory, meta, kind):
                f"0 and 2^K - 1, or frozen codes with too few bits); start a new run or derive the codes again")
     raise UserError(f"{directory} holds tokens whose {kind} code is constant, which the model cannot see and "
                     f"whose gradient overflows in a deep model (docs/inputs.md): {found}; {fix}")
+
+
+def tokenizer_state(info, rank_file):
+    """What a checkpoint stores to decode its tokens: the meta.json entry and the rank file text.
+    Two of them are equal when the tokenizers are (two BPEs of one size have equal entries)."""
+    try:
+        return {"info": info, "ranks": Path(rank_file).read_text()}
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read the tokenizer file {rank_file} ({e}); prepare the data again") from None
 
 
 def windows(shards, batch_size, block_size, generator, masks=None):

@@ -4,7 +4,6 @@ shares, the peak FLOP/s of known GPUs for MFU, and a description of the machine 
 import os
 import platform
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -43,23 +42,6 @@ def rank_checksums(model, world):
     return [c.tolist() for c in gathered]
 
 
-def pick_device(name):
-    """'auto' is cuda, then mps, then cpu; another name ('cpu', 'cuda:1', 'mps') if it exists."""
-    if name == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        return "mps" if torch.backends.mps.is_available() else "cpu"
-    try:
-        kind = torch.device(name).type
-    except (RuntimeError, ValueError):
-        raise UserError(f"device {name!r} is not a device name; use 'auto', 'cpu', 'cuda', 'cuda:1' or 'mps'") from None
-    missing_cuda = kind == "cuda" and not torch.cuda.is_available()
-    missing_mps = kind == "mps" and not torch.backends.mps.is_available()
-    if missing_cuda or missing_mps or kind not in ("cpu", "cuda", "mps"):
-        raise UserError(f"device {name!r} is not available on this machine; use 'cpu' or 'auto'")
-    return name
-
-
 GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
                  "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s
 
@@ -70,27 +52,6 @@ def peak_flops_of(device_type, configured):
         return configured
     name = torch.cuda.get_device_name()
     return next((flops for key, flops in GPU_PEAK_BF16.items() if key in name), 0.0)
-
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # the dtype setting's names
-
-
-def pick_dtype(name, device):
-    """(resolved name, dtype, autocast context) for a dtype name on a device.
-
-    'auto' is bfloat16 on GPUs that support it (float16 on older ones), float32 elsewhere: on
-    a CPU, float32 matmuls are what the tests and the quick start are measured with."""
-    device_type = device.split(":")[0]
-    if name == "auto":
-        if device_type == "cuda":
-            name = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-        else:
-            name = "float32"
-    if name not in DTYPES:
-        raise UserError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {name!r}")
-    dtype = DTYPES[name]
-    autocast = nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
-    return name, dtype, autocast
 
 
 def machine():

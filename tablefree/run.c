@@ -267,7 +267,7 @@ static void load_model(Model *m, const File *f) {
 #include "decode.c"
 
 // ----------------------------------------------------------------------------
-// Choosing the next token (tablefree/sampling.py's rules) and the decoding loop (GPT.generate's windows)
+// Choosing the next token (model.py's choose: the same rules) and the decoding loop (GPT.generate's windows)
 
 static uint64_t rng_state;
 static float uniform(void) {  /* xorshift64*: a float in [0, 1) */

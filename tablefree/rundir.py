@@ -1,6 +1,6 @@
-"""The run folder: config.json and the log.jsonl a run appends to, the lock that makes one process
-its only writer, and where a run starts: from scratch, resumed from its own checkpoint (and the
-rules of what a resume may change), or fine-tuned from another run's.
+"""Where a run starts when not from scratch: resumed from its own checkpoint (and the rules of what a
+resume may change), or fine-tuned from another run's; and a run's log.jsonl read back. train.py
+imports it only for --init_from=resume or a run to fine-tune (its own RunDir writes the folder).
 """
 
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from model import GPTConfig
-from tablefree.checkpoint import find_checkpoint, load_checkpoint, model_state, save_checkpoint
-from tablefree.common import UserError, append_line, holds_work, write_atomic
+from tablefree.checkpoint import find_checkpoint, load_checkpoint
+from tablefree.common import UserError, refuse_to_overwrite
 from tablefree.configurator import MODEL_KEYS
 
 
@@ -34,62 +34,6 @@ def read_log(path):
         print(f"warning: {path}: dropped {len(dropped)} unreadable line(s): "
               f"{', '.join(map(str, dropped[:10]))}", file=sys.stderr)
     return records
-
-
-class RunDir:
-    """A run directory's config.json and log.jsonl (train.py holds common.writing on the folder first).
-
-    A new run writes config.json at once. A resumed one changes nothing until its first checkpoint
-    is saved (or it ends without one): its log lines wait in memory, then it writes its config.json,
-    cuts the log back to the checkpoint's step (lines an interrupted run wrote after it) and appends
-    them. So a resume that fails or is refused before its first save leaves the run byte for byte as
-    it was; the lines it loses are the ones a resume would cut anyway."""
-
-    def __init__(self, out, iter_num, record, checkpointed, resumed):
-        self.out, self.iter_num, self.record, self.resumed = Path(out), iter_num, record, resumed
-        self.checkpointed = checkpointed  # what every checkpoint holds beside the weights and the step
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot write to out_dir {out}: {e.strerror}; choose a writable --out_dir") from None
-        self.started, self.pending = False, []
-        if not resumed:
-            self.start()
-
-    def start(self):
-        write_atomic(self.out / "config.json", json.dumps(self.record, indent=2))
-        path = self.out / "log.jsonl"
-        if path.exists():  # a resumed run keeps what was logged up to its checkpoint; a new one nothing
-            kept = [r for r in read_log(path) if r["iter"] <= self.iter_num] if self.resumed else []
-            write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
-        self.started = True
-
-    def append(self, record):
-        if self.started:
-            append_line(self.out / "log.jsonl", json.dumps(record))
-        else:
-            self.pending.append(record)
-
-    def save(self, model, optimizer, iter_num, best_val_loss, elapsed_s):
-        """Write the checkpoint (atomically: the last one stays whole until this one is)."""
-        save_checkpoint({**model_state(model), **self.checkpointed, "optimizer": optimizer.state_dict(),
-                         "iter_num": iter_num, "best_val_loss": best_val_loss, "elapsed_s": elapsed_s}, self.out)
-        self.saved()
-
-    def saved(self):
-        """A checkpoint is saved (or the run ended well): a resumed run writes what it held back."""
-        if not self.started:
-            self.start()
-            for record in self.pending:
-                self.append(record)
-
-
-def interrupted(iter_num, out):
-    """The one line Ctrl-C ends a run with: where it stopped and how to go on."""
-    if not (Path(out) / "ckpt.pt").exists():
-        return f"interrupted at step {iter_num}, before the first checkpoint; start the run again"
-    return (f"interrupted at step {iter_num}; {out}/ckpt.pt holds the last evaluation's step: continue with "
-            f"python train.py --init_from=resume --out_dir={out}")
 
 
 # ---- where a run starts: from scratch, resumed from its checkpoint, or fine-tuned from another run ----
@@ -147,25 +91,10 @@ class Start:
 
 
 def starting_point(s, given):
-    """The Start for s.init_from: 'scratch', 'resume' (s.out_dir's checkpoint) or a trained run's
-    folder or .pt (fine-tuning). given: the keys the user set (None: every key)."""
-    if s.init_from == "resume":
-        return resume_from(s, given)
-    if s.init_from != "scratch":
-        return finetune_from(s, given)
-    refuse_to_overwrite(s.out_dir, s.overwrite)
-    return Start(s)
-
-
-def refuse_to_overwrite(out, overwrite):
-    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
-    never writes its files into a dataset."""
-    work = holds_work(out)
-    if work == "a dataset":
-        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
-    if work == "a run" and not overwrite:
-        raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
-                        f"choose another --out_dir, or replace it with --overwrite=True")
+    """The Start for s.init_from: 'resume' (s.out_dir's checkpoint) or a trained run's folder or .pt
+    (fine-tuning); train.py starts a run from scratch itself. given: the keys the user set (None:
+    every key)."""
+    return resume_from(s, given) if s.init_from == "resume" else finetune_from(s, given)
 
 
 def finetune_from(s, given):

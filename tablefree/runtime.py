@@ -29,8 +29,7 @@ from codes import code_bits
 from model import INPUTS, GPTConfig, frozen_dim
 from tablefree import kernel
 from tablefree.build import build
-from tablefree.checksum import raw_bytes
-from tablefree.common import UserError, check_output, write_atomic
+from tablefree.common import UserError, check_output, raw_bytes, write_atomic
 from tablefree.ternary import unpack_ternary
 from tablefree.tokenizer import bytes_of_token, load_encoding
 

@@ -121,15 +121,6 @@ def make_encoding(info, ranks):
     return tiktoken.Encoding(info["name"], pat_str=info["pattern"], mergeable_ranks=ranks, special_tokens={EOT: info["eot_id"]})
 
 
-def tokenizer_state(info, rank_file):
-    """What a checkpoint stores to decode its tokens: the meta.json entry and the rank file text.
-    Two of them are equal when the tokenizers are (two BPEs of one size have equal entries)."""
-    try:
-        return {"info": info, "ranks": Path(rank_file).read_text()}
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read the tokenizer file {rank_file} ({e}); prepare the data again") from None
-
-
 def load_encoding(state):
     """The tiktoken Encoding a checkpoint's tokenizer entry describes (tokenizer_state); a damaged
     entry (a checkpoint from before its crc32 covered the tokenizer) is a one-line error."""

@@ -30,9 +30,9 @@ import train
 from conftest import TINY, flip_tensor_byte
 from experiments import bench, compare
 from model import GPT, GPTConfig
-from tablefree.checkpoint import save_checkpoint
-from tablefree.checksum import described, state_crc32, tensors_sha256
-from tablefree.common import pyplot
+from tablefree.common import save_checkpoint, state_crc32
+from tablefree.checksum import described, tensors_sha256
+from tablefree.reports import pyplot
 from tablefree.configurator import resolve
 from tablefree.packed import packed_ternary
 from tools import evaluate, export, extend, llama, plot
@@ -587,7 +587,7 @@ def test_llama_check_fits_a_context_below_48_tokens(world):
 @pytest.mark.parametrize("script", ["prepare", "train", "sample", "evaluate", "extend", "export", "llama", "plot"])
 def test_ctrl_c_while_a_script_starts_is_one_line(script, tmp_path):
     """Ctrl-C 0.3 s in, while torch is still loading: one line and exit status 1, no traceback
-    (tablefree/startup.py), and nothing written in the folder it runs from."""
+    (common.interrupt_quietly), and nothing written in the folder it runs from."""
     child = subprocess.Popen([sys.executable, *command(script), "--help"], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)

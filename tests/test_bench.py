@@ -9,7 +9,7 @@ import pytest
 from experiments import bench, bench_lengths
 from experiments.bench_train import SHAPES, shapes
 from model import INPUTS
-from tablefree.common import markdown
+from tablefree.reports import markdown
 
 
 @pytest.mark.slow  # every section of the benchmark: two minutes

@@ -7,9 +7,8 @@ import torch
 
 from conftest import flip_tensor_byte
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, model_state, save_checkpoint
-from tablefree.checksum import state_crc32
-from tablefree.common import UserError
+from tablefree.checkpoint import build_model, load_checkpoint, model_state
+from tablefree.common import UserError, save_checkpoint, state_crc32
 
 
 class RunsCode:

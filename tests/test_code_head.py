@@ -10,10 +10,9 @@ import sample
 import train
 from codes import sign_pca
 from conftest import TINY
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, param_counts
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.configurator import resolve
-from tablefree.cost import param_counts
 from tablefree.rundir import read_log
 from tools import export
 

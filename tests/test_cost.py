@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import train
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, param_counts
 from tablefree.configurator import check_settings, model_config, resolve
-from tablefree.cost import at_depth, estimate_cost, flops_per_token, forward_memory, param_counts
+from tablefree.cost import at_depth, estimate_cost, flops_per_token, forward_memory
 
 SMALL = ["--n_layer=3", "--n_head=4", "--n_embd=64", "--block_size=64", "--batch_size=4", "--vocab_size=300",
          "--max_iters=100", "--eval_interval=50", "--eval_iters=5", "--gradient_accumulation_steps=3"]

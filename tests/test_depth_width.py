@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import depth, depth_width
+from experiments import depth_runs, depth_width
 from experiments.runs import train_settings
 from tablefree.data import read_meta
 
@@ -25,12 +25,12 @@ def test_the_base_shape_tiles_a_ten_bit_code_sixteen_times():
     assert (settings["n_embd"], settings["max_iters"], settings["batch_size"] * settings["block_size"]) == (160, 1200, 2048)
     assert depth_width.code_bits(1024) == 10 and 160 / depth_width.code_bits(1024) == 16
     assert depth_width.code_bits(2560) == 12  # depth.py's 40-wide study: 3.3 tiles
-    learned = depth.param_table(settings, (32,), 1024)[32]["learned"]
+    learned = depth_runs.param_table(settings, (32,), 1024)[32]["learned"]
     assert learned["input"] == 1024 * 160 and 0.015 < learned["input"] / learned["trainable"] < 0.02
 
 
 def test_width_trend_has_a_standard_error():
-    trend = depth.depth_trend((80, 160), {80: [0.10, 0.12, 0.08], 160: [0.05, 0.04, 0.06]})
+    trend = depth_runs.depth_trend((80, 160), {80: [0.10, 0.12, 0.08], 160: [0.05, 0.04, 0.06]})
     assert trend["per_doubling"] == pytest.approx(-0.05)
     # residuals +-0.02, 0, +-0.01: variance 0.001 / 4 over sum (x - mean)^2 = 6 * 0.25
     assert trend["per_doubling_stderr"] == pytest.approx((0.001 / 4 / 1.5) ** 0.5)

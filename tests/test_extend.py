@@ -13,9 +13,9 @@ from conftest import ROOT, TINY
 from model import GPT, GPTConfig
 from tablefree.checkpoint import load_checkpoint
 from tablefree.configurator import resolve
-from tablefree.data import read_meta
+from tablefree.data import read_meta, tokenizer_state
 from tablefree.extension import add_tokens
-from tablefree.tokenizer import load_encoding, parse_ranks, tokenizer_state
+from tablefree.tokenizer import load_encoding, parse_ranks
 from tools import extend
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(64)]  # a .. z, aa .. zz, aaa ..: V = 64 = 2^6

@@ -9,11 +9,10 @@ import torch
 import train
 from codes import pack_bits, sign_pca, sign_project, unpack_bits
 from conftest import TINY
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, param_counts
 from tablefree.checkpoint import build_model, load_checkpoint, read_code_source
 from tablefree.common import UserError
 from tablefree.configurator import resolve
-from tablefree.cost import param_counts
 from tablefree.diagnostics import average_ranks, code_quality
 
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig
-from tablefree.data import read_meta
+from tablefree.data import read_meta, tokenizer_state
 from tablefree.packed import inference_model, packed_ternary
-from tablefree.tokenizer import load_encoding, tokenizer_state
+from tablefree.tokenizer import load_encoding
 from tablefree.common import UserError
 from tools import export
 from tools.hf import export_hf, verify

@@ -17,12 +17,11 @@ import torch
 import train
 from codes import byte_buffer, kronecker_values, utf8_safe_truncate
 from conftest import TINY, reference_kronecker_code
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, param_counts
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.corpus import fetch_source
-from tablefree.cost import param_counts
 from tablefree.tokenizer import load_encoding, load_tokenizer, vocab_bytes
 
 SAMPLES = [b"hello", b" world", b"\xe2\x80", b"", b"a" * 40, "naïve café au lait, très".encode(), b"<|endoftext|>",

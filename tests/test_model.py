@@ -7,8 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from conftest import reference_codebook, reference_lift
-from model import GPT, GPTConfig, INPUTS, apply_rotary
-from tablefree.cost import param_counts
+from model import GPT, INPUTS, GPTConfig, apply_rotary, param_counts
 
 
 VOCAB = [bytes([97 + t % 26]) * (1 + t // 26) for t in range(50)]  # a, b, ..., z, aa, bb, ...: 50 tokens

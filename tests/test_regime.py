@@ -10,10 +10,9 @@ import torch
 
 from experiments import regime
 from experiments.runs import train_settings
-from model import GPT
+from model import GPT, param_counts
 from tablefree.checkpoint import load_checkpoint
 from tablefree.configurator import check_settings, model_config
-from tablefree.cost import param_counts
 
 
 def counts(**changes):

@@ -1,4 +1,4 @@
-"""tablefree/sampling.py: greedy, top-k and the top-p nucleus against hand-computed sets. Run: python -m pytest tests/test_sampling.py"""
+"""model.py's choose (the sampling rule): greedy, top-k and the top-p nucleus against hand-computed sets. Run: python -m pytest tests/test_sampling.py"""
 
 import torch
 

@@ -5,9 +5,9 @@ import torch
 
 import train
 from conftest import ROOT
-from tablefree.common import UserError
+from tablefree.common import UserError, pick_device, pick_dtype
 from tablefree.configurator import resolve, script_settings
-from tablefree.device import measured_on, pick_device, pick_dtype
+from tablefree.device import measured_on
 
 DEFAULTS = {"input": "binary", "n_layer": 12, "learning_rate": 6e-4, "compile": True, "max_iters": 5000}
 

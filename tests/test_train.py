@@ -13,11 +13,10 @@ import torch
 import sample
 import train
 from conftest import TINY
-from model import GPT, GPTConfig, INPUTS
+from model import GPT, INPUTS, GPTConfig, param_counts
 from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import UserError
 from tablefree.configurator import MODEL_KEYS, resolve
-from tablefree.cost import param_counts
 from tablefree.rundir import read_log
 
 ROOT = Path(__file__).resolve().parent.parent

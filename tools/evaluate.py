@@ -22,7 +22,7 @@ The table goes to stdout, progress to stderr, everything to a JSON file (--out),
 line each to <out>-answers.jsonl beside it, from which each figure can be recomputed.
 """
 
-from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "evaluate.py")  # is one line, not a traceback
 
 import json
@@ -34,10 +34,10 @@ import numpy as np
 
 from tablefree.checkpoint import find_checkpoint, load_checkpoint
 from tablefree.packed import inference_model
-from tablefree.common import (ArgumentParser, UserError, check_output, json_report, require, user_errors,
+from tablefree.common import (ArgumentParser, UserError, check_output, pick_device, pick_dtype, require, user_errors,
                               write_atomic)
+from tablefree.reports import json_report
 from tablefree.data import checkpoint_dataset, open_masks, open_split, split_ids, token_counts
-from tablefree.device import pick_device, pick_dtype
 from tablefree.tokenizer import load_encoding
 from tools.harness import run_harness
 from tools.probes import bucket_losses, typo_pairs

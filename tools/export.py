@@ -27,7 +27,7 @@ it as one: checkpoint.build_model gives a GPT whose ternary layers hold int8 wei
 multiply in integers (ternary.PackedTernaryLinear: at 2 bits in the C kernel, tablefree/kernel.py, or as int8).
 """
 
-from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "export.py")  # is one line, not a traceback
 
 import re

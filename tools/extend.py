@@ -31,7 +31,7 @@ Results: <name>.md and .json in the first run's folder (or --results_dir), one r
 over seeds per input.
 """
 
-from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "extend.py")  # is one line, not a traceback
 
 import heapq
@@ -48,8 +48,8 @@ import torch
 
 from tablefree.checkpoint import find_checkpoint, load_checkpoint, read_code_source
 from tablefree.packed import inference_model
-from tablefree.common import (ArgumentParser, UserError, check_output, json_report, markdown, plain_name, require,
-                              user_errors, write_atomic)
+from tablefree.common import ArgumentParser, UserError, check_output, plain_name, require, user_errors, write_atomic
+from tablefree.reports import json_report, markdown
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.extension import add_tokens
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks

@@ -26,8 +26,7 @@ import logging
 import os
 from pathlib import Path
 
-from tablefree.common import UserError, check_output, replace_folder
-from tablefree.device import pick_device
+from tablefree.common import UserError, check_output, pick_device, replace_folder
 from tools.hf import export_hf
 from tools.tasks import TASKS
 

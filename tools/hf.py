@@ -33,7 +33,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 
 from codes import code_bits
 from model import frozen_dim
-from tablefree.common import UserError, check_output, json_report, replace_folder
+from tablefree.common import UserError, check_output, replace_folder
+from tablefree.reports import json_report
 from tablefree.packed import packed_ternary, tied_head
 from tablefree.tokenizer import EOT, byte_to_unicode, parse_ranks
 

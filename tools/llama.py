@@ -13,7 +13,7 @@ checkpoint's dataset, 32 greedy tokens each, llama.cpp's (argmax of its logits) 
 (GPT.generate; a packed .ternary.pt decodes with integer matmuls), and how many agree.
 """
 
-from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "llama.py")  # is one line, not a traceback
 
 import ast

@@ -8,12 +8,13 @@ at every log line, against the step, read from the log.jsonl train.py writes.
 matplotlib is an optional requirement (requirements-extras.txt).
 """
 
-from tablefree.startup import interrupt_quietly  # first: Ctrl-C while the imports below load
+from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "plot.py")  # is one line, not a traceback
 
 from pathlib import Path
 
-from tablefree.common import ArgumentParser, UserError, check_output, png_metadata, pyplot, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
+from tablefree.reports import png_metadata, pyplot
 from tablefree.rundir import read_log
 
 COMMAND = "python -m tools.plot"  # the mark its figures carry (common.mark)
