@@ -240,7 +240,8 @@ def fit(s, given, rank, world):
 
 def where_it_starts(s, given):
     """(settings, start): a new run's (start None: its out_dir may hold no other run's work), or a
-    resumed or fine-tuned one's (tablefree/rundir.py: what its checkpoint fixes, what may change)."""
+    resumed or fine-tuned one's (tablefree/rundir.py: what its checkpoint fixes and what may
+    change)."""
     if s.init_from == "scratch":
         refuse_to_overwrite(s.out_dir, s.overwrite)
         return s, None

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import prepare
-from tablefree import bins, corpus
+from tablefree import corpus
 from tablefree.common import UserError
 from tablefree.tokenizer import load_tokenizer, train_bpe
 
@@ -159,7 +159,7 @@ def test_interrupted_write_leaves_the_old_dataset_whole(tmp_path, corpus_files, 
     def killed(self, ids):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bins.ShardWriter, "write", killed)
+    monkeypatch.setattr(prepare.ShardWriter, "write", killed)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, *args, "--force")
     directory = tmp_path / "data" / "x"
