@@ -250,3 +250,23 @@ def test_two_nodes_on_one_machine_match_one_process_and_resume_across_them(data_
     single, nodes = weights(tmp_path / "single"), weights(tmp_path / "nodes")
     for k in single:
         assert torch.allclose(single[k], nodes[k], atol=1e-5), k
+
+
+def test_a_nan_validation_loss_stops_the_run_and_keeps_the_last_checkpoint(data_dir, tmp_path, monkeypatch):
+    """train.py's require_finite_val: a validation loss that is not finite ends the run in one line before
+    the checkpoint of that step is saved, so the last good one stays byte for byte."""
+    out = tmp_path / "run"
+    real, calls = train.evaluate, []
+
+    def evaluate(*args):
+        losses = real(*args)
+        calls.append(losses)
+        return {**losses, "val": float("nan")} if len(calls) == 3 else losses  # steps 0, 2, then 4
+
+    monkeypatch.setattr(train, "evaluate", evaluate)
+    with pytest.raises(UserError, match=r"^validation loss is nan at step 4; not saved \(.*ckpt.pt keeps the last "
+                                        r"good step\): lower learning_rate"):
+        run(data_dir, out, "--max_iters=6", "--eval_interval=2")
+    ckpt = torch.load(out / "ckpt.pt", weights_only=True)
+    assert ckpt["iter_num"] == 2 and len(calls) == 3  # saved at step 2; nothing after the nan
+    assert [r["iter"] for r in read_log(out / "log.jsonl") if "val_loss" in r] == [0, 2, 4]  # the nan is logged
