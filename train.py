@@ -101,6 +101,11 @@ compile = True  # torch.compile the model
 seed = 1337  # initial weights, batches and dropout all follow from it
 nonfinite = "stop"  # a non-finite loss or gradient: 'stop' with an error, or 'skip' the update
 peak_flops = 0.0  # one device's peak FLOP/s for MFU; 0 looks up known GPUs (none on CPU)
+# trackers, beside log.jsonl (tablefree/trackers.py, imported only when one is on; rank 0 writes)
+wandb_log = False  # Weights & Biases: offline without an API key here (wandb sync sends it)
+wandb_project = "tablefree"
+wandb_run_name = ""  # '' names it after out_dir
+tensorboard = False  # TensorBoard scalars in out_dir/tb/: tensorboard --logdir out/
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()  # the lower-case names: not an imported constant
             if k.islower() and not k.startswith("_") and type(v) in (int, float, bool, str)}
@@ -151,10 +156,7 @@ def fit(s, given, rank, world):
     if device_type == "cuda":  # TF32 matmuls where float32 remains (bf16 autocast covers the rest)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     s, start = where_it_starts(s, given)  # start: None from scratch, else the checkpoint's
-    if s.gradient_accumulation_steps % world:  # each of the N ranks does 1/N of the micro-batches
-        raise UserError(f"gradient_accumulation_steps={s.gradient_accumulation_steps} must be a "
-                        f"multiple of the {world} ranks")
-    accum = s.gradient_accumulation_steps // world
+    accum = micro_batches_per_rank(s.gradient_accumulation_steps, world)
     data = Dataset(s.data_dir, s.dataset, s.block_size, s.vocab_size)
     if start:
         start.check_data(data)  # a resumed or fine-tuned model's tokenizer must be the data's
@@ -227,6 +229,9 @@ def fit(s, given, rank, world):
             run.saved()  # the run ended well: a resume that never saved writes its log now
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
         raise UserError(interrupted(iter_num, s.out_dir)) from None
+    finally:
+        if run:
+            run.close()  # the trackers: what they hold is sent or written
     progress.close()
     if master and not s.eval_only:
         print(summary(s, iter_num, losses, best_val_loss, data, time.time() - started, saved_at))
@@ -248,6 +253,14 @@ def where_it_starts(s, given):
     from tablefree.rundir import starting_point
     start = starting_point(s, given)
     return start.settings, start  # a resumed run's model, data, seed and recipe: its checkpoint's
+
+
+def micro_batches_per_rank(accumulation, world):
+    """Each of the N ranks does 1/N of gradient_accumulation_steps, which must split evenly."""
+    if accumulation % world:
+        raise UserError(f"gradient_accumulation_steps={accumulation} must be a multiple of the "
+                        f"{world} ranks")
+    return accumulation // world
 
 
 def make_model(s, start, data):
@@ -300,7 +313,12 @@ def open_run(s, start, model, data, world, quality, iter_num):
               "finetuned_from": finetuned_from}
     checkpointed = {"settings": vars(s), "tokenizer": data.tokenizer, "code_quality": quality,
                     "finetuned_from": finetuned_from}  # what every checkpoint holds beside weights
-    run = RunDir(s.out_dir, iter_num, record, checkpointed, resumed=bool(start and start.resumed))
+    resumed = bool(start and start.resumed)
+    trackers = None
+    if s.wandb_log or s.tensorboard:  # W&B, TensorBoard: what log.jsonl records, as it records it
+        from tablefree.trackers import Trackers
+        trackers = Trackers(s, {"settings": vars(s), "params": counts}, iter_num, resumed)
+    run = RunDir(s.out_dir, iter_num, record, checkpointed, resumed, trackers)
     print(f"params: {counts['trainable']:,} trainable (input {counts['input']:,}, body "
           f"{counts['body']:,}, head {counts['head']:,}); fixed input code "
           f"{counts['input_fixed']:,} values")
@@ -321,8 +339,9 @@ class RunDir:
     them. So a resume that fails or is refused before its first save leaves the run byte for byte
     as it was; the lines it loses are the ones a resume would cut anyway."""
 
-    def __init__(self, out, iter_num, record, checkpointed, resumed):
+    def __init__(self, out, iter_num, record, checkpointed, resumed, trackers=None):
         self.out, self.iter_num, self.record, self.resumed = Path(out), iter_num, record, resumed
+        self.trackers = trackers  # trackers.Trackers: each line of the log goes to them too
         self.checkpointed = checkpointed  # what every checkpoint holds beside weights and step
         try:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -347,6 +366,8 @@ class RunDir:
     def append(self, record):
         if self.started:
             append_line(self.out / "log.jsonl", json.dumps(record))
+            if self.trackers:
+                self.trackers.log(record)
         else:
             self.pending.append(record)
 
@@ -365,6 +386,10 @@ class RunDir:
             self.start()
             for record in self.pending:
                 self.append(record)
+
+    def close(self):
+        if self.trackers:
+            self.trackers.close()
 
 
 def mfu_terms(model, tokens_per_iter, device_type, configured):

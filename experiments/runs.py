@@ -219,7 +219,8 @@ def train_run(argv, directory, max_iters, label, start="scratch", nproc_per_node
 # Settings that do not make a run another run: where it is and runs, how often it logs, how it ends a
 # bad step (the log records every skipped step), where its codes' source lies (restored runs move)
 WHERE = ("out_dir", "data_dir", "init_from", "overwrite", "device", "dtype", "compile", "eval_only", "dry_run",
-         "log_interval", "always_save_checkpoint", "peak_flops", "nonfinite", "codes_from")
+         "log_interval", "always_save_checkpoint", "peak_flops", "nonfinite", "codes_from", "wandb_log",
+         "wandb_project", "wandb_run_name", "tensorboard")
 
 
 def other_settings(directory, argv):

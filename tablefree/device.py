@@ -1,46 +1,11 @@
-"""Where a script runs: the processes of a torchrun launch, the device and dtype rules every script
-shares, the peak FLOP/s of known GPUs for MFU, and a description of the machine for results files."""
+"""What a script runs on: the peak FLOP/s of known GPUs for MFU, and a description of the machine for
+results files. (A torchrun launch's processes are train.py's; the device and dtype rules common.py's.)"""
 
-import os
 import platform
 import time
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-
-from tablefree.common import UserError
-
-
-def start_processes(device):
-    """(rank, world size, this process's device) for a device name (pick_device's). Under torchrun
-    (RANK set) one process per device joins the process group: NCCL on GPUs, each rank on its own
-    LOCAL_RANK's GPU, gloo elsewhere. Otherwise one process: (0, 1, device)."""
-    if "RANK" not in os.environ:
-        return 0, 1, device
-    cuda = device.startswith("cuda")
-    dist.init_process_group(backend="nccl" if cuda else "gloo")
-    if cuda:
-        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-        torch.cuda.set_device(device)
-    return dist.get_rank(), dist.get_world_size(), device
-
-
-def micro_batches_per_rank(accumulation, world):
-    """Each rank's share of gradient_accumulation_steps, which must split evenly over the ranks."""
-    if accumulation % world:
-        raise UserError(f"gradient_accumulation_steps={accumulation} must be a multiple of the {world} ranks")
-    return accumulation // world
-
-
-def rank_checksums(model, world):
-    """Every rank's (sum, sum of squares) of its weights: DDP keeps them equal; a desync shows."""
-    flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
-    checksum = torch.stack([flat.sum(), (flat * flat).sum()])  # (2,)
-    gathered = [torch.zeros_like(checksum) for _ in range(world)]
-    dist.all_gather(gathered, checksum)
-    return [c.tolist() for c in gathered]
-
 
 GPU_PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
                  "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12}  # dense FLOP/s

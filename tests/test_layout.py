@@ -82,6 +82,7 @@ def test_the_default_paths_run_a_handful_of_files():
     assert set(paths["train.py"]["each"]) == {"train.py", "model.py", "codes.py", "tablefree/common.py",
                                               "tablefree/configurator.py", "tablefree/data.py"}
     assert "tablefree/runtime.py" not in paths["sample.py"]["each"]  # run.c's builder: --engine c only
+    assert "tablefree/trackers.py" not in paths["train.py"]["each"]  # W&B and TensorBoard: when switched on
     assert not {"tablefree/sft.py", "tablefree/data.py"} & set(paths["prepare.py"]["each"])
     # what the quick start runs today (2026-12-06): a file or a line more is a choice to make, not a drift
     assert paths["train.py"]["lines"] <= 2400 and paths["prepare.py"]["lines"] <= 1500

@@ -93,8 +93,10 @@ def test_torchrun_two_ranks_match_one_process(data_dir, tmp_path):
               "--lr_decay_iters=4", "--eval_interval=4"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29533",
-                          "train.py", *common, f"--out_dir={tmp_path / 'ddp'}"], cwd=ROOT, env=env, capture_output=True, text=True)
+                          "train.py", *common, f"--out_dir={tmp_path / 'ddp'}", "--tensorboard=True"], cwd=ROOT, env=env,
+                         capture_output=True, text=True)
     assert ddp.returncode == 0, ddp.stderr[-2000:]
+    assert len(list((tmp_path / "ddp" / "tb").glob("events.out.tfevents.*"))) == 1  # rank 0 alone writes trackers
     run(data_dir, tmp_path / "single", *common[3:])
     log = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
     rank0, rank1 = log[-1]["rank_checksums"]
