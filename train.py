@@ -38,9 +38,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from model import GPT, param_counts
-from tablefree.common import (CKPT_NAME, UserError, append_line, duration, pick_device, pick_dtype,
-                              reader_may_leave, refuse_to_overwrite, save_checkpoint, user_errors,
-                              write_atomic, writing)
+from tablefree.common import (CKPT_NAME, UserError, append_line, duration, mark, pick_device,
+                              pick_dtype, reader_may_leave, refuse_to_overwrite, save_checkpoint,
+                              user_errors, write_atomic, writing)
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.data import Dataset, windows
 
@@ -226,7 +226,7 @@ def fit(s, given, rank, world):
                          device_type)
                 t0, t0_iter, top_norm = time.time(), iter_num, (0.0, iter_num)
         if run:
-            run.saved()  # the run ended well: a resume that never saved writes its log now
+            run.ended()  # a resume that logged and never saved writes its log now
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the last checkpoint is whole
         raise UserError(interrupted(iter_num, s.out_dir)) from None
     finally:
@@ -308,7 +308,8 @@ def open_run(s, start, model, data, world, quality, iter_num):
               f"{s.min_lr:.2e}); "
               f"--lr_decay_iters={s.max_iters} ends the schedule with the run")
     counts, finetuned_from = param_counts(model), start.finetuned_from if start else None
-    record = {"settings": vars(s), "model": asdict(model.config), "data": data.meta,
+    record = {"written_by": mark("python train.py"),  # the folder is a run: ours to replace
+              "settings": vars(s), "model": asdict(model.config), "data": data.meta,
               "world_size": world, "params": counts, "code_quality": quality,
               "finetuned_from": finetuned_from}
     checkpointed = {"settings": vars(s), "tokenizer": data.tokenizer, "code_quality": quality,
@@ -386,6 +387,13 @@ class RunDir:
             self.start()
             for record in self.pending:
                 self.append(record)
+
+    def ended(self):
+        """The run ended well. A resume that logged lines but saved no checkpoint writes them now;
+        one that had nothing left to do leaves config.json and the log as they are (no recipe is
+        recorded for training that never happened)."""
+        if self.pending:
+            self.saved()
 
     def close(self):
         if self.trackers:

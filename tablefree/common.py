@@ -315,14 +315,29 @@ def holds_work(folder):
 
 
 def refuse_to_overwrite(out, overwrite):
-    """A new run must not destroy the run already in out (unless train.py's overwrite is set), and
-    never writes its files into a dataset."""
-    work = holds_work(out)
+    """A new run's out_dir: new, empty, or a run of train.py's (which --overwrite replaces); a folder of
+    the user's own files only with --overwrite; never another command's folder (a dataset, an export),
+    whatever --overwrite says. A folder is a run by its files (ckpt.pt, log.jsonl) or by the mark on
+    its config.json (a run stopped before its first log line)."""
+    out = Path(out)
+    work = holds_work(out) or ("a Hugging Face export (tools.export's tablefree.json)"
+                               if (out / "tablefree.json").is_file() else None)
     if work == "a dataset":
-        raise UserError(f"{out} holds a prepared dataset; choose another --out_dir for the run")
+        work = "a prepared dataset (prepare.py's meta.json)"
+    if work and work != "a run":
+        raise UserError(f"{out} holds {work}, which --overwrite never replaces; choose another --out_dir "
+                        f"for the run")
+    config = out / "config.json"
+    if work is None and config.is_file() and written_by(config, "python train.py"):
+        work = "a run"  # stopped before it logged a line
     if work == "a run" and not overwrite:
         raise UserError(f"{out} already holds a run; continue it with --init_from=resume, "
                         f"choose another --out_dir, or replace it with --overwrite=True")
+    held = sorted(p.name for p in out.iterdir()) if work is None and out.is_dir() else []
+    if held and not overwrite:
+        raise UserError(f"{out} holds files train.py did not write ({', '.join(held[:3])}"
+                        f"{', ...' if len(held) > 3 else ''}); choose another --out_dir, or write the run among "
+                        f"them with --overwrite=True")
 
 
 def check_output(path, flag, own=None, ours=None, marked=None):

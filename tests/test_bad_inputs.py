@@ -258,7 +258,7 @@ CASES = [
     ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
     ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
     ("train", [*TRAIN, "--out_dir={runs}/good", "--init_from={runs}/good"], "holds the run being fine-tuned; give the new"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset; choose another --out_dir"),
+    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset (prepare.py's meta.json), which --overwrite never replaces; choose another --out_dir"),
     ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
     ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
     ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),

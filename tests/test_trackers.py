@@ -116,7 +116,7 @@ def test_a_missing_or_unwritable_tracker_is_a_warning_and_the_run_goes_on(data_d
     out = tmp_path / "run"
     out.mkdir()
     (out / "tb").write_text("a file where TensorBoard's folder goes")
-    run(data_dir, out, "--wandb_log=True", "--tensorboard=True")
+    run(data_dir, out, "--wandb_log=True", "--tensorboard=True", "--overwrite=True")  # the user's folder
     err = capsys.readouterr().err
     assert "warning: wandb did not start (the wandb package is not installed: pip install wandb==" in err
     assert "warning: TensorBoard did not start (" in err

@@ -272,3 +272,39 @@ def test_a_nan_validation_loss_stops_the_run_and_keeps_the_last_checkpoint(data_
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert ckpt["iter_num"] == 2 and len(calls) == 3  # saved at step 2; nothing after the nan
     assert [r["iter"] for r in read_log(out / "log.jsonl") if "val_loss" in r] == [0, 2, 4]  # the nan is logged
+
+
+def test_a_folder_is_a_run_only_by_our_mark(data_dir, tmp_path):
+    """A new run refuses a folder of the user's own files (unless --overwrite) and another command's
+    folder (always), each in one line with every file as it was; a run of ours stopped before its first
+    log line is known by its config.json's mark."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"my": "settings"}')
+    with pytest.raises(UserError, match=r"holds files train.py did not write \(config.json\); choose another "
+                                        r"--out_dir, or write the run among them with --overwrite=True"):
+        run(data_dir, mine, "--max_iters=2", "--eval_interval=2")
+    assert [p.name for p in mine.iterdir()] == ["config.json"] and "my" in (mine / "config.json").read_text()
+    for marker, work in (("tablefree.json", "a Hugging Face export"), ("meta.json", "a prepared dataset")):
+        theirs = tmp_path / marker
+        theirs.mkdir()
+        (theirs / marker).write_text("{}")
+        (theirs / "config.json").write_text("{}")
+        with pytest.raises(UserError, match=f"holds {work} .*which --overwrite never replaces"):
+            run(data_dir, theirs, "--max_iters=2", "--eval_interval=2", "--overwrite=True")
+        assert sorted(p.name for p in theirs.iterdir()) == sorted(["config.json", marker])
+    run(data_dir, mine, "--max_iters=2", "--eval_interval=2", "--overwrite=True")  # the fix it names works
+    assert (mine / "ckpt.pt").exists()
+    (mine / "ckpt.pt").unlink()
+    (mine / "log.jsonl").unlink()  # as a run stopped before its first log line leaves it: its config.json
+    with pytest.raises(UserError, match="already holds a run; continue it with --init_from=resume"):
+        run(data_dir, mine, "--max_iters=2", "--eval_interval=2")
+
+
+def test_a_resume_with_nothing_left_to_train_keeps_the_recipe(data_dir, tmp_path):
+    """config.json changes only with a checkpoint trained under it: a resume past max_iters with another
+    learning rate trains nothing and rewrites nothing."""
+    run(data_dir, tmp_path, "--max_iters=4", "--eval_interval=2")
+    before = {name: (tmp_path / name).read_bytes() for name in ("config.json", "log.jsonl", "ckpt.pt")}
+    run(data_dir, tmp_path, "--max_iters=4", "--eval_interval=2", "--init_from=resume", "--learning_rate=1e-3")
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
