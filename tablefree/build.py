@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -84,7 +85,7 @@ def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
         built = cache_dir() / f"{Path(source).stem}-{key}{'.so' if shared else ''}"
         failed = built.with_name(built.name + ".failed")
         if built.exists():
-            return built, describe(cc, flags)
+            return fell_back(built, cc, flags, errors, what, sets)
         if failed.exists():
             errors.append(failed.read_text())
             continue
@@ -92,7 +93,7 @@ def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
         done = subprocess.run([cc, *command, str(source), "-o", str(tmp), "-lm"], capture_output=True, text=True)
         if done.returncode == 0:
             os.replace(tmp, built)  # whole or not at all, for a concurrent first use
-            return built, describe(cc, flags)
+            return fell_back(built, cc, flags, errors, what, sets)
         lines = done.stderr.strip().splitlines() or ["no message"]
         errors.append(next((line for line in lines if "error" in line), lines[-1])[:160])
         try:
@@ -100,3 +101,13 @@ def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
         except OSError:  # not remembered: tried again next time
             pass
     raise UserError(f"{Path(cc).name} could not build {what} ({errors[-1]}); {instead}")
+
+
+def fell_back(built, cc, flags, errors, what, sets):
+    """(built, describe()'s line), saying in one line on stderr when the CPU's best flags did not build
+    with this compiler (its first error): a slower build is never a silent one."""
+    if errors:
+        best = describe(cc, (sets or flag_sets())[0])
+        print(f"note: {Path(cc).name} could not build {what} as {best} ({errors[0]}); built as "
+              f"{describe(cc, flags)}", file=sys.stderr)
+    return built, describe(cc, flags)

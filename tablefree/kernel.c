@@ -480,11 +480,13 @@ static void sums_i16(const uint8_t *block, int bytes, const int16_t *tables, flo
         high = _mm512_add_epi16(high, _mm512_permutexvar_epi16(_mm512_srli_epi16(byte, 4), table));
         low = _mm512_add_epi16(low, _mm512_permutexvar_epi16(_mm512_or_si512(byte, _mm512_set1_epi16(16)), table));
     }
-    for (int k = 0; k < 2; k++) {  /* tokens 16 k .. 16 k + 15, widened to int32, then float */
-        __m512i sum = _mm512_add_epi32(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(high, k)),
-                                       _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(low, k)));
-        _mm512_storeu_ps(out + 16 * k, _mm512_cvtepi32_ps(sum));
-    }
+    /* tokens 0 .. 15, then 16 .. 31, widened to int32, then float; the lane is an immediate: a constant */
+    __m512i first = _mm512_add_epi32(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(high, 0)),
+                                     _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(low, 0)));
+    __m512i second = _mm512_add_epi32(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(high, 1)),
+                                      _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(low, 1)));
+    _mm512_storeu_ps(out, _mm512_cvtepi32_ps(first));
+    _mm512_storeu_ps(out + 16, _mm512_cvtepi32_ps(second));
 #elif X86
     const __m256i m15 = _mm256_set1_epi8(15);
     __m256i first = _mm256_setzero_si256(), second = first;  /* tokens 0 .. 7 and 16 .. 23; 8 .. 15 and 24 .. 31 */
