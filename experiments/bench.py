@@ -25,6 +25,8 @@ paper:    the frozen-code paper's system at its shape and at 8 x 768 (experiment
           the packed file's parts; our runtime (run.c), our torch path and (if installed) llama.cpp.
 lengths:  run.c against llama-bench at the paper's shape at every length: a 512-token prompt, decoding
           after 16, 512 and 960 tokens, idle and beside a busy process (experiments/bench_lengths.py).
+reference: tablefree/reference.c beside run.c, one of run.c's techniques added a row
+          (experiments/bench_reference.py).
 """
 
 import importlib.util
@@ -37,6 +39,7 @@ from experiments.bench_infer import bench_generate, bench_ternary
 from experiments.bench_llama import bench_llama
 from experiments.bench_lengths import bench_lengths
 from experiments.bench_paper import bench_paper
+from experiments.bench_reference import bench_reference
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
 from tablefree.common import (ArgumentParser, UserError, check_output, pick_device, pick_dtype, require, user_errors,
                               write_atomic)
@@ -46,7 +49,7 @@ from tablefree.device import machine, measured_on
 COMMAND = "python -m experiments.bench"  # the mark its reports carry (common.mark)
 SECTIONS = {"train": bench_train, "memory": bench_memory, "input": bench_input, "generate": bench_generate,
             "ternary": bench_ternary, "llama": bench_llama, "prepare": bench_prepare, "paper": bench_paper,
-            "lengths": bench_lengths}
+            "lengths": bench_lengths, "reference": bench_reference}
 
 
 def parse_args(argv):

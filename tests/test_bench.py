@@ -52,6 +52,9 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
     generate = results["generate"]
     assert len(generate) == 8 and {(r["batch"], r["kv_cache"]) for r in generate} == {(1, True), (1, False), (8, True), (8, False)}
     assert all(r["tok_s"] > 0 and 0 < r["first_token_ms"] < 1000 * r["seconds"] for r in generate)
+    reference = results["reference"]  # the plain decoder first, then run.c a technique at a time
+    assert reference[0]["engine"].startswith("reference.c") and reference[1]["engine"] == "run.c, plain C, one thread"
+    assert all(r["tok_s"] > 0 for r in reference) and "x the reference" in report.split("## reference")[1]
 
 
 @pytest.mark.slow  # two quick benchmark sections: 20 s; CI checks the report's parts
