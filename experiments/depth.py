@@ -23,6 +23,7 @@ stops, an update would have been lost without the guard; it then resumes from it
 the guard, as every other run has it. Finished runs are kept (experiments/keep.py).
 """
 
+import math
 import sys
 
 from experiments.depth_runs import (ARMS, PAPER, STRICT, arms_at, cell, depth_trend, kind, make_run, param_table,
@@ -61,10 +62,12 @@ def summarize_depth(made, depths):
     return out
 
 
-def report(command, info, summary, params, depths):
+def report(command, info, summary, params, depths, n_embd, vocab_size):
     deepest = depths[-1]
     learned = params[deepest]["learned"]
-    lines = [f"# Bochkov's comparison at {deepest} layers", "",
+    bits = math.ceil(math.log2(vocab_size))  # K: binary's code, tiled n_embd / K times
+    lines = [f"# Bochkov's comparison at {deepest} layers, {n_embd} wide: {n_embd / bits:.1f} tiles of a {bits}-bit "
+             f"code", "",
              measured_on(command, info) + " Mean ± std over seeds; paired gaps (per seed, against learned of the "
              "same seed) with their standard error. The shape and the protocol: experiments/depth.py's docstring.", "",
              "| layers | input | trainable | input | body | head | table share |", "|---|---|---|---|---|---|---|"]
@@ -160,9 +163,10 @@ def main(argv=None):
         made = {d: {arm: [done[items.index((arm, d, s))] for s in range(args.seeds)] for arm in arms_at(d, depths)}
                 for d in depths}
         summary, info = summarize_depth(made, depths), machine()
-        params = param_table(settings, depths, Dataset(args.data_dir, args.dataset, settings["block_size"]).vocab_size)
+        vocab_size = Dataset(args.data_dir, args.dataset, settings["block_size"]).vocab_size
+        params = param_table(settings, depths, vocab_size)
         command = " ".join(["python -m experiments.depth", *argv])
-        table = report(command, info, summary, params, depths)
+        table = report(command, info, summary, params, depths, settings["n_embd"], vocab_size)
         write_results(md, js, command, table, {"machine": info, "params": params, "summary": summary, "paper": PAPER,
                                                "runs": {d: {arm: [{"run": r, "stability": st} for r, st in rows]
                                                             for arm, rows in made[d].items()} for d in depths}})

@@ -62,6 +62,7 @@ def reader_may_leave():
     """Stop quietly, exit status 1, when the reader of stdout goes away (`python sample.py | head`)."""
     try:
         yield
+        sys.stdout.flush()  # what is still buffered meets a closed pipe here, not in the exit's own flush
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         sys.exit(1)

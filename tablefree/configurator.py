@@ -154,6 +154,12 @@ AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "bat
             **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
                              "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops", "vocab_size",
                              "input_lr_scale"), 0)}
+# the highest, so that an impossible size is a line before any work, not the allocator's traceback after it
+AT_MOST = {**dict.fromkeys(("block_size", "batch_size", "gradient_accumulation_steps", "eval_iters", "mlp_width"),
+                           1 << 20),
+           **dict.fromkeys(("n_layer", "n_head"), 4096), "n_embd": 1 << 16, "pos_dim": 256, "code_dim": 1 << 16,
+           **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "eval_interval", "log_interval"), 1 << 40)}
+MICRO_BATCH_TOKENS = 1 << 24  # batch_size x block_size: 16.8M tokens, far past any GPU's memory
 CHOICES = {"nonfinite": ("stop", "skip")}  # init_from: 'scratch', 'resume' or a checkpoint (checked when read)
 
 
@@ -162,6 +168,10 @@ def check_settings(settings):
     s = SimpleNamespace(**settings)
     for key, low in AT_LEAST.items():
         require(getattr(s, key) >= low, key, getattr(s, key), f"at least {low}")
+    for key, high in AT_MOST.items():
+        require(getattr(s, key) <= high, key, getattr(s, key), f"at most {high:,}")
+    require(s.batch_size * s.block_size <= MICRO_BATCH_TOKENS, "batch_size x block_size",
+            s.batch_size * s.block_size, f"at most {MICRO_BATCH_TOKENS:,} tokens a micro-batch")
     for key in ("beta1", "beta2"):
         require(getattr(s, key) < 1, key, getattr(s, key), "below 1")
     for key in ("seed", "code_seed"):  # torch's generators take 64-bit seeds

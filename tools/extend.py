@@ -48,7 +48,8 @@ import torch
 
 from tablefree.checkpoint import find_checkpoint, load_checkpoint, read_code_source
 from tablefree.packed import inference_model
-from tablefree.common import ArgumentParser, UserError, check_output, plain_name, require, user_errors, write_atomic
+from tablefree.common import (ArgumentParser, UserError, check_output, plain_name, reader_may_leave, require,
+                              user_errors, write_atomic)
 from tablefree.reports import json_report, markdown
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.extension import add_tokens
@@ -275,7 +276,7 @@ def main(argv=None):
     p.add_argument("--dataset", default=None, help="prepared dataset (default: the one each run trained on)")
     p.add_argument("--name", default="extension", help="writes <results_dir>/<name>.md and .json")
     p.add_argument("--results_dir", help="where the report goes (default: the first --ckpt's run folder)")
-    with user_errors("extend.py"):
+    with reader_may_leave(), user_errors("extend.py"):  # a closed pipe: quietly, the report kept
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         require(args.adapt_steps >= 0, "--adapt_steps", args.adapt_steps, "at least 0")
@@ -295,7 +296,7 @@ def main(argv=None):
         table = report(command, rows, args)
         write_atomic(results, markdown(command, table))
         write_atomic(results.with_suffix(".json"), json_report(command, {"command": command, "runs": rows}))
-    print(table)
+        print(table)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ def parse_args(argv=None):
     require_utf8(args.start, "--start")
     require(min(args.top_k, args.threads, args.prompts) >= 1, "--top_k, --threads and --prompts",
             (args.top_k, args.threads, args.prompts), "at least 1")
+    require(args.threads <= 1024, "--threads", args.threads, "at most 1,024 (llama.cpp's own limit is lower still: "
+            "this machine's cores are the useful most)")
     require(args.prompts <= MAX_PROMPTS, "--prompts", args.prompts, f"at most {MAX_PROMPTS} (each is two greedy runs)")
     return args
 

@@ -13,7 +13,7 @@ interrupt_quietly(__name__, "plot.py")  # is one line, not a traceback
 
 from pathlib import Path
 
-from tablefree.common import ArgumentParser, UserError, check_output, user_errors, write_atomic
+from tablefree.common import ArgumentParser, UserError, check_output, reader_may_leave, user_errors, write_atomic
 from tablefree.reports import png_metadata, pyplot
 from tablefree.rundir import read_log
 
@@ -49,7 +49,7 @@ def main(argv=None):
     p = ArgumentParser(prog="python -m tools.plot", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="run directories (each with the log.jsonl train.py wrote)")
     p.add_argument("--out", help="the PNG file to write (default: loss.png in the first run's folder)")
-    with user_errors("plot.py"):
+    with reader_may_leave(), user_errors("plot.py"):  # a closed pipe: quietly
         args = p.parse_args(argv)
         runs = {}
         for run in map(Path, args.runs):
