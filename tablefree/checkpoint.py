@@ -119,6 +119,10 @@ def read_code_source(path, vocab_size):
             raise UserError(f"--codes_from {path} was trained with input={ckpt['model_config']['input']!r}: it "
                             f"has no table to derive codes from; give a learned run")
         source = ckpt["model"]["wte.weight"]
+        step, planned = ckpt.get("iter_num"), ckpt.get("settings", {}).get("max_iters")
+        if isinstance(step, int) and isinstance(planned, int) and step < planned:  # said, then used as it is
+            print(f"notice: --codes_from {path} stopped at step {step:,} of its {planned:,}: the codes come from "
+                  f"its table as it was then")
     else:
         try:
             source = torch.load(path, map_location="cpu", weights_only=True)

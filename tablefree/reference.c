@@ -140,6 +140,10 @@ static void load(Model *m, const File *f) {
         ((c.input == BINARY || c.input == AFFINE) && (K < 1 || K > 62)) || (c.input == FROZEN && K < 1) ||
         (c.input == KRONECKER && (c.pos_dim < 1 || c.pos_dim > 256)) || (c.head == CODES && c.input != FROZEN))
         die("the runtime file's config is not one this decoder reads", NULL);
+    int need = 1;  /* ceil(log2 V): a shorter K would give two ids one code (codes.code_bits) */
+    while ((1ll << need) < V) need++;
+    if (((c.input == BINARY || c.input == AFFINE) && K < need) || (c.input == FROZEN && (K > C || K > V - 1)))
+        die("the runtime file's config gives a code whose bits do not fit its vocabulary and width", NULL);
     uint64_t nC = 4ull * C;
     m->layers = alloc(sizeof(Layer) * c.n_layer);
     for (int l = 0; l < c.n_layer; l++) {

@@ -214,6 +214,10 @@ static void load_model(Model *m, const File *f) {
         (c.input == KRONECKER && (c.pos_dim < 1 || c.pos_dim > 256)) || (unsigned)c.interleave > 1 ||
         (unsigned)c.pm1 > 1 || (unsigned)c.bias > 1 || !(c.rope_base > 0) || !isfinite(c.rope_base))
         die("the runtime file's config is not one this runtime decodes", NULL);
+    int id_need = 1;  /* ceil(log2 V): the bits an id's code needs; a shorter K would give two ids one code */
+    while ((1ll << id_need) < V) id_need++;
+    if ((id_bits && c.bits < id_need) || (c.input == FROZEN && (c.bits > C || c.bits > V - 1)))
+        die("the runtime file's config gives a code whose bits do not fit its vocabulary and width", NULL);
     uint64_t nC = 4ull * C;
     m->layers = xcalloc(c.n_layer, sizeof(Layer));
     for (int l = 0; l < c.n_layer; l++) {

@@ -109,6 +109,24 @@ def test_a_checkpoint_carries_the_codes_as_bits(data_dir, tmp_path):
     assert torch.equal(wte(idx)[0], bits.float())  # n_embd 32 = D: the lift is the identity
 
 
+def test_codes_from_a_run_stopped_early_say_so_and_go_on(data_dir, tmp_path, capsys):
+    """A learned run interrupted before its max_iters (its checkpoint at an evaluation before the end): the
+    frozen run says at which step of how many, in one line, and derives its codes from that table."""
+    common = ["--data_dir", str(data_dir), "--dataset=tiny", *TINY, "--eval_interval=2"]
+    train.train(resolve(train.DEFAULTS, [*common, "--input=learned", "--max_iters=2", "--lr_decay_iters=6",
+                                         f"--out_dir={tmp_path / 'learned'}"]))
+    ckpt = torch.load(tmp_path / "learned" / "ckpt.pt", weights_only=True)
+    ckpt["settings"]["max_iters"] = 6  # as a run stopped at step 2 of 6 leaves it (its crc32 made again)
+    from tablefree.common import save_checkpoint
+    save_checkpoint(ckpt, tmp_path / "learned")
+    capsys.readouterr()
+    train.train(resolve(train.DEFAULTS, [*common, "--input=frozen", "--max_iters=2", f"--codes_from={tmp_path / 'learned'}",
+                                         f"--out_dir={tmp_path / 'frozen'}"]))
+    said = capsys.readouterr().out
+    assert f"notice: --codes_from {tmp_path / 'learned'} stopped at step 2 of its 6: the codes come from its table" in said
+    assert (tmp_path / "frozen" / "ckpt.pt").exists()
+
+
 def test_bad_sources_are_one_line_errors(data_dir, tmp_path):
     torch.save(torch.zeros(299, 8), tmp_path / "short.pt")
     with pytest.raises(UserError, match="has 299 rows but the vocabulary has 300 tokens"):

@@ -37,3 +37,16 @@ def test_bad_inputs_are_one_line(tmp_path):
             plot.main(argv)
         assert str(exit.value).startswith("plot.py: error: ") and message in str(exit.value)
     assert (a / "log.jsonl").read_text().count("\n") == len(RECORDS)  # the log is untouched
+
+
+def test_damaged_records_are_left_out_and_counted(tmp_path, capsys):
+    """A loss that is text, NaN or infinite is not drawn: the record is left out and counted, as read_log
+    drops and counts a line that is not JSON."""
+    damaged = [*RECORDS, {"iter": 30, "loss": "5.0"}, {"iter": 40, "loss": float("nan")},
+               {"iter": 40, "train_loss": 4.9, "val_loss": float("inf")}, {"iter": 50, "loss": True}]
+    assert plot.curves(damaged) == plot.curves(RECORDS)
+    pytest.importorskip("matplotlib")
+    a = run(tmp_path / "a", damaged)
+    plot.main([str(a)])
+    assert f"warning: {a}/log.jsonl: left out 4 record(s) whose loss is not a finite number" in capsys.readouterr().err
+    assert (a / "loss.png").exists()

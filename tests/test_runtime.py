@@ -317,6 +317,18 @@ def test_a_logit_that_is_not_finite_anywhere_is_an_error_and_ties_go_to_the_lowe
             assert done.returncode == 0 and done.stdout.split() == [str(first)], (first, second, threads, done.stderr)
 
 
+def test_a_forged_header_whose_fields_disagree_is_refused(tmp_path):
+    """Every field the model's shape implies is checked against the others: binary's K below ceil(log2 V) =
+    9 for V = 300 (the checksum made again, as a forger would) would give two ids one code."""
+    flat = tmp_path / "model.bin"
+    runtime.write_flat(packed_model("binary"), flat)
+    data = flat.read_bytes()
+    (tmp_path / "bad.bin").write_bytes(forged(data[:16 + 8 * 4] + struct.pack("<i", 8) + data[16 + 9 * 4:]))
+    status, err = run_raw(tmp_path / "bad.bin", "--ids", "1,2")
+    assert status == 1 and err == ["run: error: the runtime file's config gives a code whose bits do not fit its "
+                                   "vocabulary and width"], err
+
+
 def test_the_checksum_covers_the_header_and_a_hostile_header_is_refused(tmp_path):
     flat = tmp_path / "model.bin"
     runtime.write_flat(packed_model("frozen+codes"), flat)
@@ -328,7 +340,8 @@ def test_the_checksum_covers_the_header_and_a_hostile_header_is_refused(tmp_path
         assert status == 1 and len(err) == 1 and ("checksum differs" in err[0] or "damaged" in err[0]), err
     hostile = {"n_layer 2^30": (16, struct.pack("<i", 1 << 30)), "rope_base nan": (rope, struct.pack("<f", float("nan"))),
                "a wrapped offset": (120 + 48, struct.pack("<Q", 2 ** 64 - 8)), "huge bytes": (120 + 56, struct.pack("<Q", 2 ** 63)),
-               "an unterminated name": (120, b"x" * 48), "id bits 63": (16 + 8 * 4, struct.pack("<i", 4096 + 1))}
+               "an unterminated name": (120, b"x" * 48), "id bits 63": (16 + 8 * 4, struct.pack("<i", 4096 + 1)),
+               "D past the width": (16 + 8 * 4, struct.pack("<i", 65))}  # frozen: D = 48 at n_embd 64
     for case, (offset, patch) in hostile.items():
         (tmp_path / "bad.bin").write_bytes(forged(data[:offset] + patch + data[offset + len(patch):]))
         status, err = run_raw(tmp_path / "bad.bin", "--ids", "1,2")

@@ -11,6 +11,8 @@ matplotlib is an optional requirement (requirements-extras.txt).
 from tablefree.common import interrupt_quietly
 interrupt_quietly(__name__, "plot.py")  # is one line, not a traceback
 
+import math
+import sys
 from pathlib import Path
 
 from tablefree.common import ArgumentParser, UserError, check_output, reader_may_leave, user_errors, write_atomic
@@ -21,10 +23,21 @@ COMMAND = "python -m tools.plot"  # the mark its figures carry (common.mark)
 
 
 def curves(records):
-    """{'train': (steps, losses), 'val': (steps, losses)} of one run's log records."""
+    """{'train': (steps, losses), 'val': (steps, losses)} of one run's log records: a finite number
+    each (a damaged record, its loss text, NaN or infinite, is left out: damaged() counts them)."""
     keys = {"train": "loss", "val": "val_loss"}
-    return {name: ([r["iter"] for r in records if key in r], [r[key] for r in records if key in r])
+    return {name: ([r["iter"] for r in records if drawable(r, key)], [r[key] for r in records if drawable(r, key)])
             for name, key in keys.items()}
+
+
+def drawable(record, key):
+    value = record.get(key)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def damaged(records):
+    """How many records hold a loss that is not a finite number."""
+    return sum(any(key in r and not drawable(r, key) for key in ("loss", "val_loss")) for r in records)
 
 
 def plot(runs, out):
@@ -56,6 +69,10 @@ def main(argv=None):
             if not (run / "log.jsonl").is_file():
                 raise UserError(f"{run} has no log.jsonl; give run directories train.py wrote")
             runs[str(run)] = read_log(run / "log.jsonl")
+            bad = damaged(runs[str(run)])
+            if bad:  # as read_log drops a line that is not JSON: left out, counted, said
+                print(f"warning: {run}/log.jsonl: left out {bad} record(s) whose loss is not a finite number",
+                      file=sys.stderr)
         empty = [run for run, records in runs.items() if not any(steps for steps, _ in curves(records).values())]
         if empty:
             raise UserError(f"{empty[0]}/log.jsonl holds no loss yet (no log line, no evaluation); plot it after "
