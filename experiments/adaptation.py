@@ -157,6 +157,7 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-adaptation")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     p.add_argument("--data_only", action="store_true", help="prepare the three datasets and stop")
     with user_errors("adaptation.py"):
         args = p.parse_args(argv)
@@ -165,7 +166,7 @@ def main(argv=None):
         require(all(k in INPUTS for k in kinds), "--inputs", args.inputs, f"a comma-separated list of {', '.join(INPUTS)}")
         if "frozen" in kinds and "learned" not in kinds:
             kinds.insert(0, "learned")  # frozen's codes come from it
-        md, js, png = results_files(args.results_dir, "adaptation", "adaptation")
+        md, js, png = results_files(args.results_dir, "adaptation", "adaptation", argv, args.overwrite)
         root = runs_root(args.runs_dir)
         prepare_data(args.data_dir, root)
         if args.data_only:

@@ -170,6 +170,7 @@ def main(argv=None):
                    help="comma-separated inputs, each optionally +body (binary+ternary: a ternary body)")
     p.add_argument("--nproc_per_node", type=int, default=1, help="processes (GPUs) per run; above 1 through torchrun")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
     with user_errors("compare.py"):
         args, rest = p.parse_known_args(argv)
@@ -181,7 +182,7 @@ def main(argv=None):
         name = args.name or args.preset or "compare"
         train_argv = ([str(ROOT / PRESETS[args.preset])] if args.preset else []) + rest
         base = train_settings(train_argv)  # a bad setting is refused before the first run, not after some
-        md, js, png = results_files(args.results_dir, name, "compare")  # and an unwritable results file too
+        md, js, png = results_files(args.results_dir, name, "compare", argv, args.overwrite)  # and an unwritable results file too
         root = runs_root(args.runs_dir or f"out-compare/{name}")
         def override(directory):  # the Kronecker input's echo probe also places strings at spare ids
             return directory.name.startswith("kronecker")

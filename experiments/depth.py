@@ -146,13 +146,14 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-depth")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     with user_errors("depth.py"):
         args = p.parse_args(argv)
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         depths = QUICK_DEPTHS if args.quick else DEPTHS
         train_argv = [*BASE, *(QUICK if args.quick else []), f"--dataset={args.dataset}", f"--data_dir={args.data_dir}"]
         settings = train_settings(train_argv)
-        md, js, png = results_files(args.results_dir, "depth", "depth")
+        md, js, png = results_files(args.results_dir, "depth", "depth", argv, args.overwrite)
         root = runs_root(args.runs_dir)
         # the deepest first (the longest runs, and the paper's claim), its strict seeds before the rest; two
         # processes walking this list (the queue's lanes) make different runs side by side (runs.made_free_first)

@@ -285,6 +285,7 @@ def main(argv=None):
     p.add_argument("--runs_dir", default="out-depth-width")
     p.add_argument("--kept_dir", default=str(ROOT / "out-compare" / "scaling"), help="scaling.py's runs")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     with user_errors("depth_width.py"):
         args = p.parse_args(argv)
         require(1 <= args.seeds <= 10, "--seeds", args.seeds, "from 1 to 10")
@@ -294,7 +295,7 @@ def main(argv=None):
         train_argv = [*BASE, *(QUICK if args.quick else []), f"--dataset={args.dataset}", f"--data_dir={args.data_dir}"]
         settings = train_settings(train_argv)
         meta = read_meta(f"{args.data_dir}/{args.dataset}")
-        md, js, png = results_files(args.results_dir, "depth-width", "depth_width")
+        md, js, png = results_files(args.results_dir, "depth-width", "depth_width", argv, args.overwrite)
         root, kept_dir = runs_root(args.runs_dir), runs_root(args.kept_dir)
         items = plan(shape, args.seeds, args.seeds_24)
         where = {item: run_dir(root if item[2] == shape["width"] else root / f"n_embd{item[2]}",

@@ -158,6 +158,7 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-extension")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     with user_errors("extension.py"):
         args = p.parse_args(argv)
         kinds = args.inputs.split(",")
@@ -170,7 +171,7 @@ def main(argv=None):
                          [int(s) for s in args.adapt_steps.split(",")])
         except ValueError:
             raise UserError("--new_tokens and --adapt_steps take comma-separated whole numbers") from None
-        md, js, _ = results_files(args.results_dir, "extension", "extension")
+        md, js, _ = results_files(args.results_dir, "extension", "extension", argv, args.overwrite)
         made = run_grid(kinds, args.seeds, cells, runs_root(args.runs_dir), args.data_dir)
         done = [(cell, made[cell[-1]]) for cell in cells if made[cell[-1]]]
         summary, info = summarize(done), machine()

@@ -185,6 +185,7 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--runs_dir", default="out-fairness")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     p.add_argument("--base_runs", help="a finished CPU comparison's runs (out-compare/cpu): its learned, binary, "
                    "kronecker and frozen runs are this study's base ones, read instead of trained again")
     with user_errors("fairness.py"):
@@ -192,7 +193,7 @@ def main(argv=None):
         parts = args.parts.split(",")
         require(set(parts) <= set(PARTS), "--parts", args.parts, f"a comma-separated list of {', '.join(PARTS)}")
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
-        md, js, _ = results_files(args.results_dir, "fairness", "fairness")
+        md, js, _ = results_files(args.results_dir, "fairness", "fairness", argv, args.overwrite)
         root, names, base = runs_root(args.runs_dir), chosen(parts), args.base_runs and Path(args.base_runs)
         plan = {name: [[*arguments(name, seed, root, base), *rest] for seed in range(args.seeds)] for name in names}
         settings = {name: train_settings(plan[name][0]) for name in names}  # every run's checked before the first

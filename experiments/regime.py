@@ -211,13 +211,14 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-regime")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     with user_errors("regime.py"):
         args = p.parse_args(argv)
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         train_argv = [*BASE, *(QUICK if args.quick else []), f"--dataset={args.dataset}", f"--data_dir={args.data_dir}"]
         settings = train_settings(train_argv)
-        md, js, png = results_files(args.results_dir, "regime", "regime")
+        md, js, png = results_files(args.results_dir, "regime", "regime", argv, args.overwrite)
         root, cell = runs_root(args.runs_dir), (args.new_tokens, "mean", 0, f"extend-{args.new_tokens}-mean-0")
         made, source = make_runs(train_argv, settings, args.seeds, root, args.data_dir, cell)
         summary, info = summarize_regime(made, source, args.new_tokens), machine()

@@ -10,6 +10,7 @@ evaluation interval of one run.
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -55,17 +56,46 @@ def run_size(settings, vocab_size):
     return flops_per_token(model) * tokens, tokens, model
 
 
-def results_files(folder, name, study):
+def results_files(folder, name, study, argv=(), overwrite=False):
     """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last:
-    a file there is replaced only when the study (its module's name) wrote it (common.mark)."""
+    a file there is replaced only when the study (its module's name) wrote it (common.mark), and,
+    unless overwrite, only when this very command line did (`python -m experiments.<study> argv`) and
+    it is not one of the repository's committed results (git tracks it)."""
     folder = Path(folder)
     plain_name(name, "--name", "<results_dir>/<name>.md, .json and .png")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write to --results_dir {folder}: {e.strerror}") from None
-    return [check_output(folder / f"{name}{ext}", "--results_dir or --name", ours=f"python -m experiments.{study}")
-            for ext in (".md", ".json", ".png")]
+    files = [check_output(folder / f"{name}{ext}", "--results_dir or --name", ours=f"python -m experiments.{study}")
+             for ext in (".md", ".json", ".png")]
+    command = " ".join([f"python -m experiments.{study}", *(a for a in argv if a != "--overwrite")])
+    for path in files[:2] if not overwrite else []:
+        if path.exists() and committed(path):
+            raise UserError(f"{path} is one of the repository's committed results; give --results_dir another "
+                            f"folder, or --overwrite to replace it")
+        theirs = (marked_command(path) or "").replace(" --overwrite", "") if path.exists() else command
+        if theirs != command:
+            raise UserError(f"{path} is the report of `{theirs}`, another command line; give --results_dir another "
+                            f"folder, or --overwrite to replace it")
+    return files
+
+
+def marked_command(path):
+    """The command line whose mark a report of ours starts with (common.mark), or None."""
+    head = Path(path).read_text(errors="replace")[:4096]
+    found = re.match(r'(?:<!-- written by |\{\s*"written_by": ")tablefree: (.*?)(?: -->|")', head)
+    return found.group(1) if found else None
+
+
+def committed(path):
+    """True when git tracks path in this checkout (a result the repository holds); False without git."""
+    try:
+        inside = Path(path).resolve().relative_to(ROOT)
+    except ValueError:
+        return False
+    done = subprocess.run(["git", "ls-files", "--error-unmatch", str(inside)], cwd=ROOT, capture_output=True)
+    return done.returncode == 0
 
 
 def write_results(md, js, command, table, data, **dumps):

@@ -220,6 +220,7 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--name", default="scaling", help="names results/<name>.* and out-compare/<name>/")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     p.add_argument("--runs_dir", help="where the runs go (default: out-compare/<name>)")
     p.add_argument("--base", default=BASE, help="the base point's config files, comma-separated, applied in order")
     with user_errors("scaling.py"):
@@ -230,7 +231,7 @@ def main(argv=None):
         # a config file named relative to here, or else to the checkout (the defaults)
         train_argv = [f if Path(f).exists() else str(ROOT / f) for f in args.base.split(",")] + rest
         base = train_settings(train_argv)
-        md, js, png = results_files(args.results_dir, args.name, "scaling")
+        md, js, png = results_files(args.results_dir, args.name, "scaling", argv, args.overwrite)
         root = runs_root(args.runs_dir or f"out-compare/{args.name}")
         plan = {name: compute_of(point_settings(base, name), base["data_dir"]) for name in names}  # checks every point first
         done, rows = [], []

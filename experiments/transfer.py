@@ -263,13 +263,14 @@ def main(argv=None):
     p.add_argument("--data_dir", default="data")
     p.add_argument("--runs_dir", default="out-transfer")
     p.add_argument("--results_dir", default="results")
+    p.add_argument("--overwrite", action="store_true", help="replace a report of another command line, or a committed one")
     with user_errors("transfer.py"):
         args = p.parse_args(argv)
         require(args.seeds >= 1, "--seeds", args.seeds, "at least 1")
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
         train_argv = [*BASE, *(QUICK if args.quick else []), f"--dataset={args.dataset}", f"--data_dir={args.data_dir}"]
         settings = train_settings(train_argv)
-        md, js, png = results_files(args.results_dir, "transfer", "transfer")
+        md, js, png = results_files(args.results_dir, "transfer", "transfer", argv, args.overwrite)
         root = runs_root(args.runs_dir)
         cell = (args.new_tokens, "mean", 0, f"extend-{args.new_tokens}-mean-0-{args.heldout}")
         made = make_runs(train_argv, settings, args, root, cell)

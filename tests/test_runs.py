@@ -107,3 +107,21 @@ def test_a_run_kept_with_other_settings_is_refused_not_reported_as_the_new_ones(
                                         r"the study another --runs_dir"):
         runs_module.train_run([*argv, "--learning_rate=1e-3"], directory, 2, "learned")
     assert runs_module.other_settings(tmp_path / "nothing", argv) == {}
+
+
+def test_a_report_is_replaced_only_by_its_own_command_line_and_never_a_committed_one(tmp_path):
+    """experiments.runs.results_files: another command line's report, or one of the repository's committed
+    results, is refused in one line naming --results_dir and --overwrite; the same command line goes on."""
+    from experiments.runs import ROOT, results_files
+    from tablefree.reports import markdown
+    md, _, _ = results_files(tmp_path, "cpu", "compare", ["--preset", "cpu", "--seeds", "3"])
+    md.write_text(markdown("python -m experiments.compare --preset cpu --seeds 3", "# the real one\n"))
+    assert results_files(tmp_path, "cpu", "compare", ["--preset", "cpu", "--seeds", "3"])[0] == md  # its own
+    with pytest.raises(UserError, match=r"is the report of `python -m experiments.compare --preset cpu --seeds 3`, "
+                                        r"another command line; give --results_dir another folder, or --overwrite"):
+        results_files(tmp_path, "cpu", "compare", ["--preset", "cpu", "--seeds", "1"])
+    assert results_files(tmp_path, "cpu", "compare", ["--seeds", "1"], overwrite=True)[0] == md  # the fix works
+    if (ROOT / ".git").exists():  # a git checkout (CI's clone): the committed results are known
+        with pytest.raises(UserError, match="results/cpu.md is one of the repository's committed results"):
+            results_files(ROOT / "results", "cpu", "compare", ["--preset", "cpu", "--seeds", "3"])
+    assert "# the real one" in md.read_text()  # nothing was written by the refusals
