@@ -134,3 +134,21 @@ def test_without_safetensors_the_export_says_how_to_get_it_and_writes_nothing(mo
     with pytest.raises(UserError, match="needs the safetensors package: pip install -r requirements-extras.txt"):
         export_hf(model, {}, tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_model_card_the_user_edited_is_kept_unless_forced(runs, tmp_path):
+    """Exporting again into our own folder: a file the user changed since (its sha256 no longer tablefree.json's)
+    is theirs: the export is refused in one line naming the file and --force, and nothing is touched; --force
+    replaces it, as the message says."""
+    import shutil
+    folder = tmp_path / "hf"
+    shutil.copytree(runs / "binary" / "hf", folder)
+    card = folder / "README.md"
+    card.write_text(card.read_text() + "\nMy notes on this model.\n")
+    before = {f.name: f.read_bytes() for f in folder.iterdir()}
+    with pytest.raises(SystemExit, match=rf"export.py: error: {card} was changed since tools.export wrote it; copy it "
+                                         r"elsewhere to keep it, then export again with --force to replace it"):
+        export.main(["--ckpt", str(runs / "binary"), "--out", str(folder)])
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
+    export.main(["--ckpt", str(runs / "binary"), "--out", str(folder), "--force"])
+    assert "My notes" not in card.read_text() and export.main(["--verify", str(folder)]) is None

@@ -59,6 +59,9 @@ def main(argv=None):
                    "GPT-NeoX holds the model (loaded with trust_remote_code=True)")
     p.add_argument("--out", help="the folder (hf) or file (ternary, gguf) to write (default: hf/, model.ternary.pt "
                    "or model.<type>.gguf beside the checkpoint)")
+    p.add_argument("--force", action="store_true", help="hf: replace the files of an earlier export that were "
+                   "changed since it wrote them (the model card a user edited); without it they are kept and the "
+                   "export refused")
     p.add_argument("--verify", metavar="FOLDER", help="check an hf export's files against its tablefree.json, and "
                    "write nothing")
     with user_errors("export.py"):
@@ -78,7 +81,7 @@ def main(argv=None):
         out = Path(args.out) if args.out else find_checkpoint(args.ckpt).parent / names[fmt]
         with writing(out, "tools.export"):  # one writer of the folder or file, before it is checked
             if fmt == "hf":
-                print(f"{out}: {export_hf(model, ckpt, out, remote=args.remote_code)[1]}", file=sys.stderr)
+                print(f"{out}: {export_hf(model, ckpt, out, remote=args.remote_code, force=args.force)[1]}", file=sys.stderr)
             else:
                 check_output(out, "--out", ours=OURS[fmt])
             if fmt == "gguf":

@@ -267,7 +267,7 @@ def neox_head(config, where):
                         f"sample it with sample.py")
 
 
-def export_hf(model, ckpt, out, flag="--out", remote=False):
+def export_hf(model, ckpt, out, flag="--out", remote=False, force=False):
     """Write the transformers folder `out` whole, or leave any old one as it was; refuse a folder
     that holds anything else (a run, a dataset), naming `flag`, the option that chose out. GPT-NeoX
     where it holds the model (no remote code); else, or when asked (remote), tablefree's own
@@ -276,6 +276,11 @@ def export_hf(model, ckpt, out, flag="--out", remote=False):
         raise UserError("--format hf needs the safetensors package: pip install -r requirements-extras.txt")
     cannot = neox_cannot(model.config)
     out = check_output(out, flag, own=HF_FILES, marked=("tablefree.json", EXPORT))
+    edited = [] if force else changed_since(out)
+    if edited:  # a file of ours the user changed (the model card) is theirs now: never replaced without a word
+        raise UserError(f"{out / edited[0]} was changed since tools.export wrote it"
+                        f"{f' (and {len(edited) - 1} more)' if len(edited) > 1 else ''}; copy it elsewhere to keep "
+                        f"it, then export again with --force to replace it")
     write = write_remote_folder if cannot or remote else write_folder
     replace_folder(out, lambda tmp: (write(model, ckpt, tmp), write_manifest(tmp)))
     if cannot or remote:
@@ -300,6 +305,17 @@ def verify(folder):
         raise UserError(f"{folder} is not as tools.export wrote it: {', '.join(changed[:3]) or 'nothing'} changed or "
                         f"missing, {', '.join(added[:3]) or 'nothing'} added; export it again")
     return f"{folder}: all {len(sums)} files are the ones tools.export wrote (sha256 in tablefree.json)"
+
+
+def changed_since(folder):
+    """The files of an earlier export in folder whose bytes are not those its tablefree.json lists (a user's
+    edit); [] for a new folder, or one without a readable manifest (check_output has judged it already)."""
+    try:
+        sums = json.loads((Path(folder) / "tablefree.json").read_text())["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [name for name, digest in sums.items() if (Path(folder) / name).is_file()
+            and hashlib.sha256((Path(folder) / name).read_bytes()).hexdigest() != digest]
 
 
 def write_manifest(tmp):
