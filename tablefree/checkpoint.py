@@ -8,6 +8,7 @@ directory needs to resume, sample or evaluate. It also holds the crc32 of its te
 format catches a torn file, not a flipped byte inside a tensor, which would load as garbage or nan.
 """
 
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -73,6 +74,12 @@ def verify(ckpt, path):
     ckpt.pop("crc32_covers", None)
     if "ternary" in ckpt and "sha256" in ckpt:  # a packed export (tablefree/packed.py)
         verify_packed(ckpt, path)
+    elif "ternary" in ckpt and "sha256_covers" in ckpt:  # written with a sha256 since 2026-12-05: removed since
+        raise UserError(f"{path} has lost the sha256 it was written with, so it cannot be checked; export it again "
+                        f"from its checkpoint (python -m tools.export --ckpt <its run> --format ternary)")
+    elif "ternary" in ckpt:
+        print(f"warning: {path} is a packed export from before its sha256 (2026-12-05): loaded unchecked; export "
+              f"it again to have it checked", file=sys.stderr)
     bad = [name for name, t in ckpt["model"].items()
            if isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:

@@ -116,3 +116,20 @@ def test_the_checksum_covers_the_settings_and_the_tokenizer_too(tmp_path, change
     raw["crc32"] = state_crc32(raw, everything=False)  # as saved before 2026-12-04
     torch.save(raw, tmp_path / "ckpt.pt")
     assert "crc32" not in load_checkpoint(tmp_path)
+
+
+def test_a_packed_export_that_lost_its_sha256_is_refused_and_an_older_one_warned(tmp_path, capsys):
+    """A file written with a sha256 always carries it: one without it but with the mark of its kind
+    (sha256_covers) is refused, naming the export that makes it anew; a file from before sha256s loads with
+    one warning line."""
+    from test_runtime import packed_model
+    contents = packed_model("binary")
+    assert "sha256" in contents and "sha256_covers" in contents
+    stripped = {k: v for k, v in contents.items() if k != "sha256"}
+    torch.save(stripped, tmp_path / "stripped.pt")
+    with pytest.raises(UserError, match="stripped.pt has lost the sha256 it was written with.*export it again"):
+        load_checkpoint(tmp_path / "stripped.pt")
+    older = {k: v for k, v in stripped.items() if k != "sha256_covers"}
+    torch.save(older, tmp_path / "older.pt")
+    assert load_checkpoint(tmp_path / "older.pt")["ternary"]
+    assert capsys.readouterr().err.startswith(f"warning: {tmp_path / 'older.pt'} is a packed export from before its sha256")
