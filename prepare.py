@@ -37,8 +37,8 @@ import numpy as np
 from tqdm import tqdm
 
 from tablefree.common import (DATASET_FILES, ArgumentParser, UserError, check_output, holds_work,
-                              mark, plain_name, reader_may_leave, replace_folder, require, user_errors,
-                              writing)
+                              mark, plain_name, reader_may_leave, replace_folder, require,
+                              user_errors, writing)
 from tablefree.corpus import HUB, fetch_source, input_paths, open_corpus
 from tablefree.tokenizer import (BPE_SIZES, GPT2_PATTERN, make_encoding, named_ranks, parse_ranks,
                                  reserved_ids, save_ranks, train_bpe)
@@ -427,7 +427,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    with reader_may_leave(), user_errors("prepare.py"):  # a closed pipe: quietly, the dataset whole or old
+    with reader_may_leave(), user_errors("prepare.py"):  # a closed pipe: quietly, the data whole
         prepare(parse_args(argv))
 
 

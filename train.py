@@ -118,7 +118,7 @@ def main(argv=None):
             print(f"usage: python train.py [config/*.py ...] [--key=value ...]\n\n{__doc__.strip()}"
                   f"\n\nsettings (default, meaning):\n{settings_help(__file__, DEFAULTS)}")
         return
-    with reader_may_leave(), user_errors("train.py"):  # a closed pipe: quietly, the last checkpoint kept
+    with reader_may_leave(), user_errors("train.py"):  # a closed pipe: quietly, the checkpoint kept
         given = set()
         settings = resolve(DEFAULTS, argv, given)
         train(settings, given)

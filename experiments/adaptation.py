@@ -27,8 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, evaluated, results_files, run_arguments, run_dir, runs_root, save_figure, train_run,
-                              train_settings, write_results)
+from experiments.outputs import results_files, save_figure, write_results
+from experiments.runs import ROOT, evaluated, run_arguments, run_dir, runs_root, train_run, train_settings
 from experiments.stats import difference, mean_std
 from model import INPUTS
 from tablefree.common import ArgumentParser, require, user_errors, write_atomic

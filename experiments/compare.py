@@ -23,8 +23,9 @@ control (learned, or learned+tied for frozen+codes) and a variant with its input
 
 import sys
 
-from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, results_files, run_all, run_dir,
-                              runs_root, save_figure, train_settings, write_results)
+from experiments.outputs import results_files, save_figure, write_results
+from experiments.runs import (ROOT, VARIANTS, control, is_kind, probe_run, probed, run_all, run_dir, runs_root,
+                              train_settings)
 from experiments.stats import summarize
 from model import INPUTS
 from tablefree.common import ArgumentParser, require, user_errors

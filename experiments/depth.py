@@ -28,8 +28,8 @@ import sys
 
 from experiments.depth_runs import (ARMS, PAPER, STRICT, arms_at, cell, depth_trend, kind, make_run, param_table,
                                     per_doubling_error, stability_cell)
-from experiments.runs import (ROOT, made_free_first, results_files, run_dir, runs_root, save_figure, train_settings,
-                              write_results)
+from experiments.outputs import results_files, save_figure, write_results
+from experiments.runs import ROOT, made_free_first, run_dir, runs_root, train_settings
 from experiments.stats import lane_hours, lane_hours_line, paired, summarize
 from tablefree.common import ArgumentParser, require, user_errors
 from tablefree.data import Dataset

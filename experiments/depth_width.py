@@ -29,8 +29,9 @@ import math
 import sys
 
 from experiments import depth_runs
-from experiments.runs import (ROOT, finished, made_free_first, other_settings, read_run, results_files, run_arguments,
-                              run_dir, runs_root, save_figure, train_settings, write_results)
+from experiments.outputs import results_files, save_figure, write_results
+from experiments.runs import (ROOT, finished, made_free_first, other_settings, read_run, run_arguments, run_dir,
+                              runs_root, train_settings)
 from experiments.stats import lane_hours, lane_hours_line, paired, summarize
 from tablefree.common import ArgumentParser, require, user_errors
 from tablefree.reports import pyplot

@@ -23,8 +23,9 @@ import itertools
 import statistics
 import sys
 
-from experiments.runs import (ROOT, VARIANTS, cell_report, control, extend, finished, is_kind, results_files,
-                              run_arguments, run_dir, runs_root, train_run, train_settings, write_results)
+from experiments.outputs import results_files, write_results
+from experiments.runs import (ROOT, VARIANTS, cell_report, control, extend, finished, is_kind, run_arguments, run_dir,
+                              runs_root, train_run, train_settings)
 from experiments.stats import mean_std
 from model import INPUTS
 from tablefree.common import ArgumentParser, UserError, require, user_errors

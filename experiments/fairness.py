@@ -30,8 +30,9 @@ import math
 import sys
 from pathlib import Path
 
-from experiments.runs import (ROOT, finished, made_free_first, read_run, results_files, run_dir, run_size, runs_root,
-                              train_run, train_settings, write_results)
+from experiments.outputs import results_files, write_results
+from experiments.runs import (ROOT, finished, made_free_first, read_run, run_dir, run_size, runs_root, train_run,
+                              train_settings)
 from experiments.stats import difference, mean_std
 from tablefree.common import ArgumentParser, UserError, require, user_errors
 from tablefree.data import read_meta

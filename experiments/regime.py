@@ -29,9 +29,9 @@ import json
 import statistics
 import sys
 
-from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, results_files,
-                              run_arguments, run_dir, runs_root, save_figure, scored, train_run, train_settings,
-                              write_results, write_table)
+from experiments.outputs import results_files, save_figure, write_results
+from experiments.runs import (ROOT, cell_report, evaluated, extend, finished, made_free_first, run_arguments, run_dir,
+                              runs_root, scored, train_run, train_settings, write_table)
 from experiments.stats import bucket_rows, gap, mean_std, rare_gap as stats_rare_gap, summarize
 from tablefree.common import ArgumentParser, require, user_errors
 from tablefree.reports import pyplot

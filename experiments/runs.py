@@ -10,7 +10,6 @@ evaluation interval of one run.
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -27,9 +26,8 @@ import torch
 
 from model import GPT, INPUTS
 from tablefree.checkpoint import load_checkpoint
-from tablefree.common import CKPT_NAME, UserError, check_output, holds_work, plain_name, write_atomic
+from tablefree.common import CKPT_NAME, UserError, holds_work, write_atomic
 from tablefree.rundir import read_log
-from tablefree.reports import json_report, markdown, png_metadata
 from tablefree.configurator import check_settings, model_config, resolve, script_settings
 from tablefree.cost import flops_per_token
 
@@ -54,54 +52,6 @@ def run_size(settings, vocab_size):
         model = GPT(model_config(s, vocab_size))
     tokens = s.max_iters * s.gradient_accumulation_steps * s.batch_size * s.block_size
     return flops_per_token(model) * tokens, tokens, model
-
-
-def results_files(folder, name, study, argv=(), overwrite=False):
-    """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last:
-    a file there is replaced only when the study (its module's name) wrote it (common.mark), and,
-    unless overwrite, only when this very command line did (`python -m experiments.<study> argv`) and
-    it is not one of the repository's committed results (git tracks it)."""
-    folder = Path(folder)
-    plain_name(name, "--name", "<results_dir>/<name>.md, .json and .png")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot write to --results_dir {folder}: {e.strerror}") from None
-    files = [check_output(folder / f"{name}{ext}", "--results_dir or --name", ours=f"python -m experiments.{study}")
-             for ext in (".md", ".json", ".png")]
-    command = " ".join([f"python -m experiments.{study}", *(a for a in argv if a != "--overwrite")])
-    for path in files[:2] if not overwrite else []:
-        if path.exists() and committed(path):
-            raise UserError(f"{path} is one of the repository's committed results; give --results_dir another "
-                            f"folder, or --overwrite to replace it")
-        theirs = (marked_command(path) or "").replace(" --overwrite", "") if path.exists() else command
-        if theirs != command:
-            raise UserError(f"{path} is the report of `{theirs}`, another command line; give --results_dir another "
-                            f"folder, or --overwrite to replace it")
-    return files
-
-
-def marked_command(path):
-    """The command line whose mark a report of ours starts with (common.mark), or None."""
-    head = Path(path).read_text(errors="replace")[:4096]
-    found = re.match(r'(?:<!-- written by |\{\s*"written_by": ")tablefree: (.*?)(?: -->|")', head)
-    return found.group(1) if found else None
-
-
-def committed(path):
-    """True when git tracks path in this checkout (a result the repository holds); False without git."""
-    try:
-        inside = Path(path).resolve().relative_to(ROOT)
-    except ValueError:
-        return False
-    done = subprocess.run(["git", "ls-files", "--error-unmatch", str(inside)], cwd=ROOT, capture_output=True)
-    return done.returncode == 0
-
-
-def write_results(md, js, command, table, data, **dumps):
-    """A study's report (Markdown) and its numbers (JSON: json.dumps with dumps), each marked as command's."""
-    write_atomic(md, markdown(command, table))
-    write_atomic(js, json_report(command, {"command": command, **data}, **dumps))
 
 
 def launcher(nproc_per_node):
@@ -401,17 +351,3 @@ def probe_run(directory, max_iters, override=False):
     return {"spelling_top1": spelling["top1_agreement"], "spelling_kl": spelling["kl"], **echo,
             "spelling_by_category": {c: g["top1_agreement"] for c, g in spelling["by_category"].items()},
             "layers": {c: g["cosine_by_layer"] for c, g in results["layers"]["by_category"].items()}}
-
-
-def save_figure(fig, axes, path, command):
-    """Each of axes with its legend and a light grid, then fig written to path (write_figure)."""
-    for ax in axes:
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    write_figure(fig, path, command)
-
-
-def write_figure(fig, path, command):
-    """fig as a PNG at path, atomically, marked as command's."""
-    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=120, metadata=png_metadata(command)))

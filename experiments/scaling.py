@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runs import (ROOT, finished, results_files, run_all, run_dir, run_size, runs_root, train_settings,
-                              write_figure, write_results)
+from experiments.outputs import results_files, write_figure, write_results
+from experiments.runs import ROOT, finished, run_all, run_dir, run_size, runs_root, train_settings
 from experiments.stats import gap, summarize
 from tablefree.common import ArgumentParser, require, user_errors
 from tablefree.reports import pyplot

@@ -42,8 +42,9 @@ import sys
 import numpy as np
 import torch
 
-from experiments.runs import (ROOT, claimed, evaluated, extend, made_free_first, results_files, run_arguments, run_dir,
-                              runs_root, save_figure, train_run, train_settings, write_results, write_table)
+from experiments.outputs import results_files, save_figure, write_results
+from experiments.runs import (ROOT, claimed, evaluated, extend, made_free_first, run_arguments, run_dir, runs_root,
+                              train_run, train_settings, write_table)
 from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired, rare_gap as stats_rare_gap
 from model import GPT
 from tablefree.checkpoint import model_state

@@ -110,9 +110,10 @@ def test_a_run_kept_with_other_settings_is_refused_not_reported_as_the_new_ones(
 
 
 def test_a_report_is_replaced_only_by_its_own_command_line_and_never_a_committed_one(tmp_path):
-    """experiments.runs.results_files: another command line's report, or one of the repository's committed
+    """experiments.outputs.results_files: another command line's report, or one of the repository's committed
     results, is refused in one line naming --results_dir and --overwrite; the same command line goes on."""
-    from experiments.runs import ROOT, results_files
+    from experiments.outputs import results_files
+    from experiments.runs import ROOT
     from tablefree.reports import markdown
     md, _, _ = results_files(tmp_path, "cpu", "compare", ["--preset", "cpu", "--seeds", "3"])
     md.write_text(markdown("python -m experiments.compare --preset cpu --seeds 3", "# the real one\n"))
