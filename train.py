@@ -38,9 +38,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from model import GPT, param_counts
-from tablefree.common import (CKPT_NAME, UserError, append_line, duration, mark, pick_device,
-                              pick_dtype, reader_may_leave, refuse_to_overwrite, save_checkpoint,
-                              user_errors, write_atomic, writing)
+from tablefree.common import (CKPT_NAME, UserError, append_line, duration, mark, model_state,
+                              pick_device, pick_dtype, reader_may_leave, refuse_to_overwrite,
+                              save_checkpoint, user_errors, write_atomic, writing)
 from tablefree.configurator import check_settings, model_config, resolve, settings_help
 from tablefree.data import Dataset, windows
 
@@ -373,12 +373,10 @@ class RunDir:
             self.pending.append(record)
 
     def save(self, model, optimizer, iter_num, best_val_loss, elapsed_s):
-        """Write the checkpoint (atomically: the last one stays whole until this one is), its
-        crc32 inside: the model's weights and config, the optimizer, the step, the settings."""
-        weights = {"model": model.state_dict(), "model_config": asdict(model.config)}
-        save_checkpoint({**weights, **self.checkpointed, "optimizer": optimizer.state_dict(),
-                         "iter_num": iter_num, "best_val_loss": best_val_loss,
-                         "elapsed_s": elapsed_s}, self.out)
+        """The checkpoint, atomically (the last stays whole until this one is), its crc32 inside."""
+        save_checkpoint({**model_state(model), **self.checkpointed,
+                         "optimizer": optimizer.state_dict(), "iter_num": iter_num,
+                         "best_val_loss": best_val_loss, "elapsed_s": elapsed_s}, self.out)
         self.saved()
 
     def saved(self):

@@ -47,8 +47,7 @@ from experiments.runs import (ROOT, claimed, evaluated, extend, made_free_first,
                               train_run, train_settings, write_table)
 from experiments.stats import bucket_rows, lane_hours, lane_hours_line, mean_std, paired, rare_gap as stats_rare_gap
 from model import GPT
-from tablefree.checkpoint import model_state
-from tablefree.common import ArgumentParser, UserError, require, save_checkpoint, user_errors
+from tablefree.common import ArgumentParser, UserError, model_state, require, save_checkpoint, user_errors
 from tablefree.reports import pyplot
 from tablefree.configurator import check_settings, model_config
 from tablefree.data import Dataset

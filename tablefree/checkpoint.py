@@ -9,7 +9,6 @@ format catches a torn file, not a flipped byte inside a tensor, which would load
 """
 
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -165,10 +164,3 @@ def build_model(ckpt):
 def weights_misfit(error):
     """The one line for weights that do not fit the config they were saved with."""
     return f"checkpoint weights do not fit its model config: {str(error).splitlines()[0][:200]}"
-
-
-def model_state(model):
-    """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
-    return {"model": model.state_dict(), "model_config": asdict(model.config)}
-
-

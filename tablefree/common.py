@@ -6,6 +6,7 @@ a time), and no command writes over a run or a dataset it did not make (check_ou
 
 import argparse
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import fnmatch
@@ -446,6 +447,11 @@ def save_checkpoint(state, out_dir):
     state = {**{k: v for k, v in state.items() if k not in ("crc32", "crc32_covers")}, "crc32_covers": "everything"}
     state["crc32"] = state_crc32(state)
     write_atomic(Path(out_dir) / CKPT_NAME, lambda f: torch.save(state, f))
+
+
+def model_state(model):
+    """The model half of a checkpoint: raw weights (never a compile or DDP wrapper) and config."""
+    return {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config)}
 
 
 def state_crc32(state, everything=True):

@@ -7,8 +7,8 @@ import torch
 
 from conftest import flip_tensor_byte
 from model import GPT, GPTConfig
-from tablefree.checkpoint import build_model, load_checkpoint, model_state
-from tablefree.common import UserError, save_checkpoint, state_crc32
+from tablefree.checkpoint import build_model, load_checkpoint
+from tablefree.common import UserError, model_state, save_checkpoint, state_crc32
 
 
 class RunsCode:
