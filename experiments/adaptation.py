@@ -21,6 +21,9 @@ one resumes), seed s for every step of one (input, seed):
 runs too. The body is float throughout (a ternary body would double the runs; not measured).
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "adaptation.py")  # is one line, not a traceback
+
 import json
 import re
 import subprocess

@@ -29,6 +29,9 @@ reference: tablefree/reference.c beside run.c, one of run.c's techniques added a
           (experiments/bench_reference.py).
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "bench.py")  # is one line, not a traceback
+
 import importlib.util
 import json
 import sys
@@ -41,9 +44,8 @@ from experiments.bench_lengths import bench_lengths
 from experiments.bench_paper import bench_paper
 from experiments.bench_reference import bench_reference
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
-from tablefree.common import (ArgumentParser, UserError, check_output, pick_device, pick_dtype, require, user_errors,
-                              write_atomic)
-from tablefree.reports import json_report, markdown
+from tablefree.common import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors
+from tablefree.reports import check_report, json_report, markdown, write_together
 from tablefree.device import machine, measured_on
 
 COMMAND = "python -m experiments.bench"  # the mark its reports carry (common.mark)
@@ -60,6 +62,8 @@ def parse_args(argv):
                    help=f"comma-separated: {', '.join(SECTIONS)} (default: all; llama if llama-cpp-python is installed)")
     p.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
     p.add_argument("--out", default="results/BENCHMARKS.md", help="markdown report; the JSON goes beside it")
+    p.add_argument("--force", action="store_true", help="replace --out (and its JSON) even where changed since this "
+                   "command wrote them")
     p.add_argument("--data_dir", default="data", help="where prepare.py caches downloaded sources")
     args = p.parse_args(argv)
     require(set(args.sections.split(",")) <= set(SECTIONS), "--sections", args.sections,
@@ -75,8 +79,8 @@ def parse_args(argv):
 def main(argv=None):
     with user_errors("bench.py"):
         args = parse_args(argv)
-        md = check_output(args.out, "--out", ours=COMMAND)  # before the sections, not after them
-        js = check_output(md.with_suffix(".json"), "--out", ours=COMMAND)
+        md = check_report(args.out, "--out", COMMAND, args.force)  # before the sections, not after them
+        js = check_report(md.with_suffix(".json"), "--out", COMMAND, args.force)
         sections, results = earlier_report(md, js)
     command = " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)])
     bar = tqdm(args.sections.split(","), desc="bench", unit="section", file=sys.stderr, disable=None)
@@ -91,8 +95,7 @@ def main(argv=None):
     order = [*SECTIONS, *(name for name in sections if name not in SECTIONS)]
     report = [*HEADER, *(line for name in order if name in sections for line in (f"## {name}", *sections[name]))]
     with user_errors("bench.py"):
-        write_atomic(md, markdown(COMMAND, "\n".join(report)))
-        write_atomic(js, json_report(COMMAND, results))
+        write_together({md: markdown(COMMAND, "\n".join(report)), js: json_report(COMMAND, results)})
 
 
 HEADER = ["# Benchmarks", "", "Each section names the command, machine and date that measured it; `python -m experiments.bench "
@@ -100,9 +103,11 @@ HEADER = ["# Benchmarks", "", "Each section names the command, machine and date 
 
 
 def earlier_report(md, js):
-    """({section: its lines}, results) of an earlier report at md and js (check_output found them
-    ours: the first line is the mark), which a run extends: the sections it does not measure stay."""
-    earlier = md.read_text().splitlines()[1:] if md.exists() else HEADER
+    """({section: its lines}, results) of an earlier report at md and js (check_report found them
+    ours: the first line is the mark, the last the digest), which a run extends: the sections it does
+    not measure stay."""
+    earlier = [line for line in md.read_text().splitlines()[1:] if not line.startswith("<!-- digest ")] \
+        if md.exists() else HEADER
     sections, name = {}, None
     for line in earlier:
         if line.startswith("## "):
@@ -115,6 +120,7 @@ def earlier_report(md, js):
     except ValueError:
         raise UserError(f"{js} is not the JSON this benchmark writes; move it away, or give --out another file") from None
     results.pop("written_by", None)
+    results.pop("digest", None)
     return sections, {**results, "measured": results.get("measured", {})}
 
 

@@ -21,6 +21,9 @@ tied run: the frozen-code paper's model against its control. Each kind is compar
 control (learned, or learned+tied for frozen+codes) and a variant with its input without it.
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "compare.py")  # is one line, not a traceback
+
 import sys
 
 from experiments.outputs import results_files, save_figure, write_results

@@ -23,6 +23,9 @@ stops, an update would have been lost without the guard; it then resumes from it
 the guard, as every other run has it. Finished runs are kept (experiments/keep.py).
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "depth.py")  # is one line, not a traceback
+
 import math
 import sys
 

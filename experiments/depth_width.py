@@ -24,6 +24,9 @@ The paper's numbers are depth_runs.PAPER. A gap is binary's (or affine's) val bi
 learned's of the same seed: per seed, and their mean with its standard error.
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "depth_width.py")  # is one line, not a traceback
+
 import json
 import math
 import sys

@@ -19,6 +19,9 @@ frozen, Kronecker and the codes ignore it) and each ADAPT_STEPS. Runs and extens
 an interrupted grid goes on where it stopped.
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "extension.py")  # is one line, not a traceback
+
 import itertools
 import statistics
 import sys

@@ -25,6 +25,9 @@ Compute is train.py's training FLOPs (the same per token for every input), a fro
 source's added, and in units of the base learned run.
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "fairness.py")  # is one line, not a traceback
+
 import json
 import math
 import sys

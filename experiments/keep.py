@@ -14,6 +14,9 @@ give the same numbers on the same machine.
     python -m experiments.keep restore
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "keep.py")  # is one line, not a traceback
+
 import json
 import sys
 from pathlib import Path

@@ -8,14 +8,15 @@ from pathlib import Path
 
 from experiments.runs import ROOT
 from tablefree.common import UserError, check_output, plain_name, write_atomic
-from tablefree.reports import json_report, markdown, png_metadata
+from tablefree.reports import check_report, figure_png, json_report, markdown, write_together
 
 
 def results_files(folder, name, study, argv=(), overwrite=False):
     """<folder>/<name>.md, .json and .png, checked before the first run rather than after the last:
     a file there is replaced only when the study (its module's name) wrote it (common.mark), and,
-    unless overwrite, only when this very command line did (`python -m experiments.<study> argv`) and
-    it is not one of the repository's committed results (git tracks it)."""
+    unless overwrite, only when this very command line did (`python -m experiments.<study> argv`), it
+    is not one of the repository's committed results (git tracks it) and it is as the study wrote it
+    (reports.edited: not changed by the user since)."""
     folder = Path(folder)
     plain_name(name, "--name", "<results_dir>/<name>.md, .json and .png")
     try:
@@ -33,6 +34,8 @@ def results_files(folder, name, study, argv=(), overwrite=False):
         if theirs != command:
             raise UserError(f"{path} is the report of `{theirs}`, another command line; give --results_dir another "
                             f"folder, or --overwrite to replace it")
+    for path in files if not overwrite else []:
+        check_report(path, "--results_dir or --name", f"python -m experiments.{study}", False, "--overwrite")
     return files
 
 
@@ -54,9 +57,9 @@ def committed(path):
 
 
 def write_results(md, js, command, table, data, **dumps):
-    """A study's report (Markdown) and its numbers (JSON: json.dumps with dumps), each marked as command's."""
-    write_atomic(md, markdown(command, table))
-    write_atomic(js, json_report(command, {"command": command, **data}, **dumps))
+    """A study's report (Markdown) and its numbers (JSON: json.dumps with dumps), each marked as command's,
+    written together or not at all."""
+    write_together({md: markdown(command, table), js: json_report(command, {"command": command, **data}, **dumps)})
 
 
 def save_figure(fig, axes, path, command):
@@ -70,4 +73,4 @@ def save_figure(fig, axes, path, command):
 
 def write_figure(fig, path, command):
     """fig as a PNG at path, atomically, marked as command's."""
-    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=120, metadata=png_metadata(command)))
+    write_atomic(path, figure_png(fig, command))

@@ -25,6 +25,9 @@ no adaptation). The paper's abstract gives no edge for "rare words"; our "rare" 
 token occurs under RARE times in the training split. Finished runs, scores and extensions are kept.
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "regime.py")  # is one line, not a traceback
+
 import json
 import statistics
 import sys

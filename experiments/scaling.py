@@ -21,6 +21,9 @@ three points and an extrapolation over five and a half decades they say which wa
 points, not what the papers' gap is.
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "scaling.py")  # is one line, not a traceback
+
 import math
 import sys
 from pathlib import Path

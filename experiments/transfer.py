@@ -35,6 +35,9 @@ words, stated: the source has rows for every piece, so the articles' words are c
 has read them). Finished runs, scores and extensions are kept (experiments/keep.py).
 """
 
+from tablefree.common import interrupt_quietly
+interrupt_quietly(__name__, "transfer.py")  # is one line, not a traceback
+
 import json
 import statistics
 import sys

@@ -67,6 +67,9 @@ def build(source, what, instead, included=(), shared=False, cc=None, sets=None):
     #includes the files `included`: the first of `sets` (default flag_sets()) that cc (default
     compiler()) builds. Where none builds, a one-line UserError naming `what` and the fix `instead`."""
     cc = cc or compiler()
+    if cc is None and os.environ.get("CC"):
+        raise UserError(f"{what} is built with $CC, {os.environ['CC']!r}, which is not a program on PATH; set CC to "
+                        f"a C compiler's name or path, or unset it to use gcc, clang or cc")
     if cc is None:
         raise UserError(f"{what} is built with a C compiler, and none is installed (gcc, clang or cc; or set CC); "
                         f"install one or {instead}")

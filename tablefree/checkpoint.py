@@ -20,6 +20,9 @@ from tablefree.common import CKPT_NAME, UserError, state_crc32
 def find_checkpoint(path, flag="--ckpt"):
     """The checkpoint file for a run directory or a file path; flag: the option that named it."""
     path = Path(path)
+    if (path / "tablefree.json").is_file() or (path / "model.safetensors").is_file():
+        raise UserError(f"{path} is a Hugging Face folder (tools.export's), which transformers loads; give {flag} "
+                        f"the run it was exported from (its folder holds ckpt.pt)")
     if path.is_dir():
         path = path / CKPT_NAME
     if not path.is_file():

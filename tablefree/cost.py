@@ -187,8 +187,8 @@ def size_of(n):
 def dry_run_vocab_size(s):
     """V for the dry run: vocab_size if set, else the prepared data's meta.json (its bins are never read)."""
     if s.init_from != "scratch":
-        raise UserError("the dry run describes a new run from its settings; drop --init_from (a resumed run "
-                        "costs what its config did)")
+        raise UserError("the dry run describes a new run from its settings; give --init_from=scratch (a resumed "
+                        "run costs what its config did)")
     data = Path(s.data_dir) / s.dataset
     if not s.vocab_size and not (data / "meta.json").exists():
         raise UserError(f"the dry run needs the vocabulary: give --vocab_size=N, or prepare {data} first")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tablefree.common import UserError
+from tablefree.common import UserError, written_by
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
@@ -39,9 +39,9 @@ class Dataset:
         if vocab_size and vocab_size != self.vocab_size:
             from tablefree.tokenizer import BPE_SIZES
             can_prepare = self.meta["tokenizer"]["name"] == "bpe" and vocab_size in BPE_SIZES
-            raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; drop --vocab_size to "
-                            f"take the data's" + (f", or prepare the data with --vocab_size {vocab_size}" if can_prepare
-                                                  else ""))
+            raise UserError(f"vocab_size={vocab_size} but {self.path} has {self.vocab_size} tokens; give "
+                            f"--vocab_size=0 to take the data's" + (f", or prepare the data with --vocab_size "
+                                                                     f"{vocab_size}" if can_prepare else ""))
         self.splits = {split: open_split(self.path, self.meta, split) for split in ("train", "val")}
         self.masks = {split: open_masks(self.path, self.meta, split, shards, block_size)  # SFT's, else None
                       for split, shards in self.splits.items()}
@@ -76,6 +76,10 @@ def prepare_command(directory):
 def read_meta(directory):
     """meta.json of a prepared dataset, checked for the fields training needs."""
     path = Path(directory) / "meta.json"
+    for folder in (path.parent.parent, path.parent):  # --data_dir, the dataset's own
+        if folder.exists() and not folder.is_dir():
+            here = f" ({folder.parent})" if (folder.parent / "meta.json").is_file() else ""
+            raise UserError(f"{folder} is a file, not a folder; give the folder prepare.py wrote{here}")
     if not path.exists():
         raise UserError(f"{path} not found; prepare the data first: {prepare_command(directory)}")
     try:
@@ -88,8 +92,10 @@ def read_meta(directory):
             if not (meta["splits"][split]["bytes"] > 0 and meta["splits"][split]["tokens"] > 0):
                 raise ValueError(f"its {split} split has no bytes or no tokens")
     except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); prepare the "
-                        f"data again: {prepare_command(directory)} --force") from None
+        ours = written_by(path, "python prepare.py")  # else the user's: never prepared over
+        again = f"prepare the data again: {prepare_command(directory)} --force" if ours else \
+            "it is not one prepare.py wrote (no mark of ours), so give the folder of one prepare.py wrote"
+        raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); {again}") from None
     if vocab_size > np.iinfo(dtype).max + 1:
         raise UserError(f"{path} says vocab_size {vocab_size} but dtype {dtype.name} holds ids "
                         f"below {np.iinfo(dtype).max + 1}; prepare the data again: "

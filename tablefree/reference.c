@@ -74,7 +74,8 @@ static void read_file(File *f, const char *path) {
     /* runtime.checksum: sum of word_i (2 i + 1) mod 2^64, the checksum's own word (at byte 80) as 0 */
     uint64_t sum = 0, saved = u64(f->data + 80);
     for (uint64_t i = 0; i < f->size / 8; i++) sum += (i == 10 ? 0 : u64(f->data + 8 * i)) * (2 * i + 1);
-    if (sum != saved) die("the runtime file is damaged (its checksum differs): ", path);
+    if (sum != saved) die("the runtime file is damaged (its checksum differs); delete it, and sample.py --engine c "
+                          "writes it again from its .ternary.pt: ", path);
     memcpy(&f->c, f->data + 16, sizeof(Config));
     memcpy(&f->n_entries, f->data + 88, 4);  /* after the payload (72) and the checksum (80) */
     if (f->n_entries < 0 || 120 + 64 * (uint64_t)f->n_entries > f->size) die("a damaged directory in ", path);

@@ -52,6 +52,9 @@
 
 #include "kernel.c"
 
+/* What a damaged runtime file's error says to do: sample.py writes one wherever it is missing */
+#define AGAIN "; delete it, and sample.py --engine c writes it again from its .ternary.pt"
+
 static void die(const char *what, const char *detail) {
     fprintf(stderr, "run: error: %s%s\n", what, detail ? detail : "");
     exit(1);
@@ -129,19 +132,19 @@ static void open_file(File *f, const char *path) {
     if (h.version != VERSION) die("a runtime file of another version; write it again from its .ternary.pt: ", path);
     f->c = h.c, f->n_entries = h.n_entries;
     if (f->n_entries < 1 || f->n_entries > 100000)
-        die("the runtime file is damaged (its tensor count is out of range): ", path);
+        die("the runtime file is damaged (its tensor count is out of range)" AGAIN ": ", path);
     size_t start = (sizeof h + (size_t)f->n_entries * sizeof(Entry) + 63) / 64 * 64;
     if (start > f->size || h.payload != f->size - start || f->size % 8)
-        die("the runtime file is truncated or damaged (its size is not the one its header gives): ", path);
+        die("the runtime file is truncated or damaged (its size is not the one its header gives)" AGAIN ": ", path);
     uint64_t sum_word = offsetof(Header, sum) / 8;  /* its own word counted as zero */
     if (checksum(f->data, f->size) - h.sum * (2 * sum_word + 1) != h.sum)
-        die("the runtime file's bytes are not the ones it was written with (checksum differs): ", path);
+        die("the runtime file's bytes are not the ones it was written with (checksum differs)" AGAIN ": ", path);
     f->entries = (const Entry *)(f->data + sizeof h);
     for (int i = 0; i < f->n_entries; i++) {  /* every tensor inside the payload, every name terminated */
         const Entry *e = &f->entries[i];
         if (!memchr(e->name, 0, sizeof e->name) || e->offset < start || e->nbytes > f->size ||
             e->offset > f->size - e->nbytes)
-            die("the runtime file is damaged (a tensor lies outside it): ", path);
+            die("the runtime file is damaged (a tensor lies outside it)" AGAIN ": ", path);
     }
 }
 
@@ -250,7 +253,8 @@ static void load_model(Model *m, const File *f) {
         m->token_bytes = tensor(f, "input.bytes", (uint64_t)V * c.pos_dim);
         m->lengths = tensor(f, "input.lengths", 4ull * V);
         for (int t = 0; t < V; t++)
-            if (m->lengths[t] < 0 || m->lengths[t] > c.pos_dim) die("the runtime file's token lengths are damaged", NULL);
+            if (m->lengths[t] < 0 || m->lengths[t] > c.pos_dim)
+                die("the runtime file's token lengths are damaged" AGAIN, NULL);
         m->cells_sum = xcalloc(C, sizeof(float));
         for (int d = 0; d < D; d++)
             for (int j = 0; j < C; j++) m->cells_sum[j] += half_to_float(m->cells[(int64_t)d * C + j]);
@@ -263,8 +267,8 @@ static void load_model(Model *m, const File *f) {
     }
     m->tok_offsets = tensor(f, "tokens.offsets", 4ull * (V + 1));
     for (int t = 0; t < V; t++)  /* each token's bytes inside tokens.bytes, which tensor() then sizes */
-        if (m->tok_offsets[t + 1] < m->tok_offsets[t]) die("the runtime file's token table is damaged", NULL);
-    if (m->tok_offsets[0]) die("the runtime file's token table is damaged", NULL);
+        if (m->tok_offsets[t + 1] < m->tok_offsets[t]) die("the runtime file's token table is damaged" AGAIN, NULL);
+    if (m->tok_offsets[0]) die("the runtime file's token table is damaged" AGAIN, NULL);
     m->tok_bytes = tensor(f, "tokens.bytes", m->tok_offsets[V]);
 }
 
@@ -572,6 +576,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--print_ids")) { print_ids = 1; continue; }
         if (!strcmp(a, "--exact")) { exact = 1; continue; }
+        if (strncmp(a, "--", 2)) die("unexpected argument (the options begin with --): ", a);
         if (!v) die("a value is missing after ", a);
         if (!strcmp(a, "--ids")) ids_text = v;
         else if (!strcmp(a, "--max_new_tokens")) max_new = (int)int_flag(a, v, 0, MAX_NEW);

@@ -10,9 +10,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+import torch
+
 from model import GPTConfig
 from tablefree.checkpoint import find_checkpoint, load_checkpoint
-from tablefree.common import UserError, refuse_to_overwrite
+from tablefree.common import UserError, leaves_of, refuse_to_overwrite
 from tablefree.configurator import MODEL_KEYS
 
 
@@ -121,13 +123,19 @@ def finetune_from(s, given):
             ckpt["model_config"]["dropout"] = asked
         elif asked != trained and (given is None or key in given):
             raise UserError(f"{path} was trained with {key}={trained!r}, not {asked!r}; a fine-tuned model keeps "
-                            f"the checkpoint's architecture: drop --{key}")
+                            f"the checkpoint's architecture: give {as_flag(key, trained)}")
         else:
             setattr(s, key, trained)
     source = {"checkpoint": str(path), "iter_num": ckpt.get("iter_num"),
               "dataset": ckpt.get("settings", {}).get("dataset")}
     step = f" (step {source['iter_num']})" if source["iter_num"] is not None else ""
     return Start(s, ckpt, [f"fine-tuning {path}{step}"], source)
+
+
+def as_flag(key, value):
+    """The command-line setting that gives key this value, whichever config file set it otherwise
+    (the command line comes last): --block_size=64, --input=binary."""
+    return f"--{key}={value if isinstance(value, str) else repr(value)}"
 
 
 def resume_from(s, given):
@@ -145,13 +153,19 @@ def resume_from(s, given):
     if missing:
         raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
                         f"evaluated but not resumed; start a new run in another out_dir")
+    bad = [where for where, v in leaves_of(ckpt["optimizer"]) if isinstance(v, torch.Tensor) and
+           v.is_floating_point() and not torch.isfinite(v).all()]  # its weights are finite (load_checkpoint)
+    if bad:
+        raise UserError(f"{out}/ckpt.pt's optimizer state holds non-finite values (in optimizer{bad[0]}), which "
+                        f"would make the weights non-finite at its first step; fine-tune its finite weights with a "
+                        f"new optimizer instead: --init_from={out} --out_dir=<a new folder>")
     s = SimpleNamespace(**vars(s))
     recorded = {**ckpt["settings"], **asdict(GPTConfig(**ckpt["model_config"]))}  # fields added since: defaults
     for key in FIXED_BY_CHECKPOINT:
         trained, asked = recorded[key], getattr(s, key)
         if asked != trained and (given is None or key in given):
             raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
-                            f"drop --{key} or start a new run in another out_dir")
+                            f"give {as_flag(key, trained)} or start a new run in another out_dir")
         setattr(s, key, trained)
     notices = [f"resuming {out}/ckpt.pt at step {ckpt['iter_num']}"]
     for key in RECIPE:
@@ -162,5 +176,5 @@ def resume_from(s, given):
             notices.append(f"resuming with {key} {asked!r} instead of the run's {trained!r}")
     if s.max_iters < ckpt["iter_num"]:
         raise UserError(f"{out}/ckpt.pt is at step {ckpt['iter_num']}, past max_iters={s.max_iters}; give "
-                        f"--max_iters={ckpt['iter_num']} or more, or drop --max_iters")
+                        f"--max_iters={ckpt['iter_num']} or more")
     return Start(s, ckpt, notices, ckpt.get("finetuned_from"))

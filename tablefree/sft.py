@@ -24,10 +24,13 @@ import zlib
 import numpy as np
 
 from tablefree.common import UserError
+from tablefree.corpus import lone_surrogate
 
 FIXES = {  # why a row is dropped: what to do about it
     "not JSON": 'write one {"prompt": ..., "response": ...} object per line (JSON Lines, not a JSON array)',
+    "not an object": 'write each row as one {"prompt": ..., "response": ...} object, not an array or a value',
     "no prompt or response": 'give every row a "prompt" and a "response" string',
+    "a lone surrogate": r"write the text without a lone \ud800-\udfff escape (a character past U+FFFF is a pair)",
     "empty response": 'give every row a non-empty "response"',
     "not UTF-8": "convert the file to UTF-8 (iconv -f latin1 -t utf-8 IN > OUT)",
     "longer than block_size": "give a larger --block_size (and train with it) or shorter examples",
@@ -51,23 +54,17 @@ def read_examples(paths):
                 except json.JSONDecodeError:
                     bad["not JSON"] += 1
                     continue
-                if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("prompt", "response")):
+                if not isinstance(row, dict):
+                    bad["not an object"] += 1
+                elif not all(isinstance(row.get(k), str) for k in ("prompt", "response")):
                     bad["no prompt or response"] += 1
                 elif not row["response"]:
                     bad["empty response"] += 1
-                elif any(_unpaired_surrogate(row[k]) for k in ("prompt", "response")):
-                    bad["not UTF-8"] += 1  # JSON's \ud800 escapes: text no UTF-8 file could hold
+                elif any(lone_surrogate(row[k]) for k in ("prompt", "response")):
+                    bad["a lone surrogate"] += 1  # JSON's \ud800 escapes: text no UTF-8 file could hold
                 else:
                     examples.append((row["prompt"], row["response"]))
     return examples, bad
-
-
-def _unpaired_surrogate(text):
-    try:
-        text.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
 
 
 def encode_examples(examples, encoding, block_size, val_fraction, bad):

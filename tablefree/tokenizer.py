@@ -73,7 +73,7 @@ def train_bpe(texts, vocab_size, progress=True):
     if len(ranks) < tokens - 1:
         given = len(ranks) + 2  # id 0, the ranks, end-of-text: V - reserved_ids(V) then asks no more than there is
         raise ValueError(f"the training text gives only {given:,} BPE tokens, not --vocab_size {vocab_size:,}; "
-                         f"give --vocab_size {given} or more text")
+                         f"give --vocab_size {given}, or more text to learn from (more files, a larger --bpe_chars)")
     return ranks, len(ranks) + 1  # ids 1 .. len(ranks) are taken: the next is the last one reserved_ids leaves
 
 

@@ -170,12 +170,15 @@ def world(data_dir, tmp_path_factory):
     torch.save(torch.randn(300, 8), root / "narrow.pt")  # a source table narrower than the 32 bits asked
     torch.save(torch.ones(300, 64), root / "flat.pt")  # every row equal: one code for every token
     torch.save(torch.randn(2, 64)[torch.arange(300) % 2], root / "two.pt")  # two distinct rows: two codes
-    for name in ("flipbyte", "nan"):
+    for name in ("flipbyte", "nan", "nanopt"):
         shutil.copytree(runs / "good", runs / name)
     flip_tensor_byte(runs / "flipbyte" / "ckpt.pt")  # a weight changed on disk: the zip still whole
     diverged = {**ckpt, "model": {**ckpt["model"], "lm_head.weight": torch.full_like(ckpt["model"]["lm_head.weight"],
                                                                                      float("nan"))}}
     save_checkpoint(diverged, runs / "nan")  # whole, checksummed, and nan
+    state = ckpt["optimizer"]["state"]
+    save_checkpoint({**ckpt, "optimizer": {**ckpt["optimizer"], "state": {**state, 0: {
+        **state[0], "exp_avg_sq": torch.full_like(state[0]["exp_avg_sq"], float("nan"))}}}}, runs / "nanopt")
     (runs / "oldtok").mkdir()  # from before the crc32 covered the tokenizer, with a damaged one
     old = {k: v for k, v in ckpt.items() if k not in ("crc32", "crc32_covers")}
     old["tokenizer"] = {**old["tokenizer"], "ranks": "!!! 1\n"}
@@ -318,12 +321,12 @@ CASES = [
     ("evaluate", ["--ckpt", "{runs}/flipped.ternary.pt", "--tasks", "spelling", "--out", "{root}/e.json"],
      "sha256 differs"),
     # settings whose useful range only the data tells
-    ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; drop --vocab_size to take the data's, or prepare the "
+    ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; give --vocab_size=0 to take the data's, or prepare the "
      "data with --vocab_size 512"),
-    ("train", [*TRAIN, "--vocab_size=100"], "has 300 tokens; drop --vocab_size to take the data's$"),  # prepare needs 259+
+    ("train", [*TRAIN, "--vocab_size=100"], "has 300 tokens; give --vocab_size=0 to take the data's$"),  # prepare needs 259+
     ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width must be at least 0, not -1"),
     ("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"),
-    ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; drop --init_from"),
+    ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; give --init_from=scratch"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=200"], "pos_dim=200 is more than the longest token's"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim must be at most 256, not 100000"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"),
@@ -405,6 +408,9 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/flipbyte"], "flipbyte/ckpt.pt is damaged: its contents (weights, settings or tokenizer) are not"),
     ("train", [*RESUME, "--out_dir={runs}/flipbyte"], "crc32 differs); restore it from a copy"),
     ("train", [*TRAIN, "--init_from={runs}/nan"], "nan/ckpt.pt holds non-finite weights (in lm_head.weight)"),
+    ("train", [*RESUME[:1], "--out_dir={runs}/nanopt", *RESUME[2:]], "nanopt/ckpt.pt's optimizer state holds "
+     "non-finite values (in optimizer/state/0/exp_avg_sq), which would make the weights non-finite at its first step; "
+     "fine-tune its finite weights with a new optimizer instead: --init_from="),
     ("export", ["--ckpt", "{runs}/flipbyte", "--format", "gguf", "--out", "{root}/f.gguf"], "crc32 differs"),
     ("export", ["--ckpt", "{runs}/nan", "--out", "{root}/hf"], "holds non-finite weights"),
     ("export", ["--ckpt", "{runs}/nan", "--format", "gguf", "--out", "{root}/n.gguf"], "holds non-finite weights"),
@@ -590,7 +596,8 @@ def test_llama_check_fits_a_context_below_48_tokens(world):
     assert len(first) == 8 and all(0 <= f <= 16 for f in first) and len(gaps) == 8 - same
 
 
-@pytest.mark.parametrize("script", ["prepare", "train", "sample", "evaluate", "extend", "export", "llama", "plot"])
+@pytest.mark.parametrize("script", ["prepare", "train", "sample", "evaluate", "extend", "export", "llama", "plot",
+                                    "compare"])
 def test_ctrl_c_while_a_script_starts_is_one_line(script, tmp_path):
     """Ctrl-C 0.3 s in, while torch is still loading: one line and exit status 1, no traceback
     (common.interrupt_quietly), and nothing written in the folder it runs from."""
@@ -607,6 +614,23 @@ def test_ctrl_c_while_a_script_starts_is_one_line(script, tmp_path):
     assert child.returncode == 1 and err.count("\n") == 1 and (
         err == f"{script}.py: interrupted while starting; nothing was written\n"
         or err.startswith(f"{script}.py: interrupted; ")), err
+
+
+def test_ctrl_c_inside_an_import_that_catches_it_is_still_one_line():
+    """A C extension's import that fails on Ctrl-C comes back as its ImportError (numpy's under torch's,
+    seen in CI): so interrupt_quietly's handler ends the process itself, and no except clause on the way
+    out turns the interrupt into a traceback or carries on."""
+    code = ("import os, signal, time\n"
+            "from tablefree.common import interrupt_quietly\n"
+            "interrupt_quietly('__main__', 'x.py')\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "except BaseException as e:\n"
+            "    raise ImportError('cannot load module more than once per process') from e\n"
+            "print('carried on')\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "x.py: interrupted while starting; nothing was written\n")
 
 
 @pytest.mark.parametrize("script", ["train", "prepare", "plot", "extend"])

@@ -60,7 +60,7 @@ def test_quick_bench_writes_markdown_and_json(tmp_path):
 @pytest.mark.slow  # two quick benchmark sections: 20 s; CI checks the report's parts
 def test_a_section_measured_again_replaces_only_itself(tmp_path):
     out = tmp_path / "B.md"
-    out.write_text(markdown("python -m experiments.bench", "# Benchmarks\n\n`python -m experiments.bench --sections NAME` "
+    out.write_bytes(markdown("python -m experiments.bench", "# Benchmarks\n\n`python -m experiments.bench --sections NAME` "
                             "measures one again\n\n## train\n\nkept as it was\n\n## prepare\n\nan old measurement\n"))
     bench.main(["--quick", "--sections", "generate", "--out", str(out)])
     report = out.read_text()

@@ -23,6 +23,7 @@ from tablefree.checkpoint import build_model, load_checkpoint
 from tablefree.common import UserError
 from tablefree.configurator import resolve
 from tablefree.data import bits_per_byte
+from tablefree.reports import edited
 from tablefree.tokenizer import load_encoding
 from tools import evaluate, scoring
 from tools.probes import bucket_losses, misspell, typo_metrics, typo_pairs
@@ -320,7 +321,8 @@ def test_eval_end_to_end_writes_the_table_and_json(data_dir, run, tmp_path, caps
     assert 0 <= results["spelling"]["top1_agreement"] <= 1 and results["spelling"]["kl"] >= 0
     assert results["echo"]["n"] == 30 and set(results["echo"]["by_category"]) == {"invented_name", "misspelt_word"}
     mark, *answers = [json.loads(line) for line in (run / "eval-answers.jsonl").read_text().splitlines()]
-    assert mark == {"written_by": "tablefree: python -m tools.evaluate"} and report["written_by"] == mark["written_by"]
+    assert list(mark) == ["written_by", "digest"] and report["written_by"] == mark["written_by"] == \
+        "tablefree: python -m tools.evaluate" and edited(run / "eval-answers.jsonl") is None
     for task, key, metric in [("hellaswag", "correct", "acc"), ("hellaswag", "correct_norm", "acc_norm"),
                               ("arc_easy", "correct", "acc"), ("lambada", "correct", "acc"),
                               ("spelling", "top1_agreement", "top1_agreement"), ("echo", "echoed", "echo_rate")]:

@@ -82,7 +82,7 @@ def sft_data(data_dir, tmp_path_factory):
     rows = tmp_path_factory.mktemp("sft") / "pairs.jsonl"
     good = [json.dumps({"prompt": f"{v}: the {w} of the king is", "response": f" {v}."}) for w in
             ("crown", "horse", "sword", "castle", "queen", "gold") for v in ("gold", "grey", "old", "bright")]
-    bad = ['{"prompt": "no response"}', '{"prompt": "x", "response": ""}', "not json at all",
+    bad = ['{"prompt": "no response"}', '{"prompt": "x", "response": ""}', "not json at all", '["x", "y"]',
            json.dumps({"prompt": "the king " * 40, "response": "too long"}), '{"prompt": "\\ud800", "response": "a"}']
     rows.write_bytes(("\n".join(good[:12] + bad + good[12:]) + "\n").encode() + b'{"prompt": "\xff", "response": "b"}\n')
     meta = prepare.prepare(prepare.parse_args(["--sft", "--input", str(rows), "--name", "sft", "--out_dir", str(data_dir),
@@ -93,7 +93,8 @@ def sft_data(data_dir, tmp_path_factory):
 
 def test_sft_rows_become_bins_and_masks_and_bad_rows_are_counted(sft_data, data_dir, capsys):
     directory, meta = sft_data
-    assert meta["sft"]["bad_rows"] == {"not JSON": 1, "no prompt or response": 1, "empty response": 1, "not UTF-8": 2,
+    assert meta["sft"]["bad_rows"] == {"not JSON": 1, "not an object": 1, "no prompt or response": 1,
+                                       "empty response": 1, "not UTF-8": 1, "a lone surrogate": 1,
                                        "longer than block_size": 1}
     assert meta["sft"]["examples"] == 24 and meta["tokenizer"] == read_meta(data_dir / "tiny")["tokenizer"]
     enc = load_tokenizer(directory, meta["tokenizer"])

@@ -141,8 +141,8 @@ def test_the_real_harness_scores_a_remote_code_folder_as_our_scorer(data_dir, tm
 
 def test_a_changed_file_is_refused_at_load_and_found_by_verify(data_dir, tmp_path, capsys):
     """issue 65: tablefree.json's sha256 of every file. An edited config.json (rope_base 13 loaded and ran)
-    stops the remote-code model's from_pretrained in one line; `tools.export --verify` finds it, and a
-    flipped weight byte in a GPT-NeoX folder (which loads without our code), and says so when all is well."""
+    stops the remote-code model's from_pretrained in one line (a folder without tablefree.json loads with a
+    warning that nothing was checked); `tools.export --verify` finds it, and a flipped weight byte in a GPT-NeoX folder (which loads without our code), and says so when all is well."""
     _, model, ckpt = trained_like(data_dir, "binary", "untied", "float")
     folder, _ = export_hf(model, ckpt, tmp_path / "hf", remote=True)
     export.main(["--verify", str(folder)])
@@ -153,6 +153,24 @@ def test_a_changed_file_is_refused_at_load_and_found_by_verify(data_dir, tmp_pat
         transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
     with pytest.raises(UserError, match="is not as tools.export wrote it: config.json changed or missing, nothing added"):
         verify(folder)
+    bare, _ = export_hf(model, ckpt, tmp_path / "bare", remote=True)
+    (bare / "tokenizer.json").rename(tmp_path / "tokenizer.json")
+    with pytest.raises(ValueError, match=r"bare/tokenizer.json is missing, which tablefree.json lists: the folder was "
+                                         r"changed; export it again"):
+        transformers.AutoModelForCausalLM.from_pretrained(bare, trust_remote_code=True)
+    (tmp_path / "tokenizer.json").rename(bare / "tokenizer.json")
+    (bare / "tablefree.json").unlink()  # its config.json names it: refused
+    with pytest.raises(ValueError, match=r"bare/tablefree.json is missing, which config.json says lists the sha256 "
+                                         r"of every file: the folder was changed; export it again"):
+        transformers.AutoModelForCausalLM.from_pretrained(bare, trust_remote_code=True)
+    config = json.loads((bare / "config.json").read_text())
+    (bare / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "manifest"}))  # an older one
+    with pytest.warns(UserWarning, match=r"bare has no tablefree.json, so its files are not checked"):
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(bare, trust_remote_code=True)
+    loaded.save_pretrained(tmp_path / "mine")  # a model the user saved: its config claims no manifest
+    assert "manifest" not in json.loads((tmp_path / "mine" / "config.json").read_text())
+    with pytest.warns(UserWarning, match=r"mine has no tablefree.json"):
+        transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "mine", trust_remote_code=True)
     neox, _ = export_hf(model, ckpt, tmp_path / "neox")
     weights = bytearray((neox / "model.safetensors").read_bytes())
     weights[-3] ^= 0x01

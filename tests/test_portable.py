@@ -280,10 +280,16 @@ def test_a_cpu_or_compiler_without_the_fast_paths_still_gets_a_build(monkeypatch
                                        "option -fopenmp); built as cc, plain C, one thread\n")
     build.build(runtime.SOURCE, "the C runtime", "", runtime.INCLUDED)
     assert "could not build the C runtime as cc, plain C, OpenMP" in capsys.readouterr().err
-    monkeypatch.setenv("CC", str(tmp_path / "none"))
-    with pytest.raises(UserError, match="none is installed .*install one or sample with --engine torch"):
+    monkeypatch.setenv("CC", str(tmp_path / "none"))  # a CC that names no program: that, not "none installed"
+    with pytest.raises(UserError, match=r"built with \$CC, '.*none', which is not a program on PATH; set CC to a C "
+                                        r"compiler's name or path, or unset it to use gcc, clang or cc"):
         runtime.binary()
     monkeypatch.delenv("CC")
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no compiler at all
+    with pytest.raises(UserError, match="none is installed .*install one or sample with --engine torch"):
+        runtime.binary()
+    monkeypatch.setenv("PATH", path)
     (tmp_path / "readonly").mkdir(mode=0o500)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "readonly"))  # an unwritable cache: one line, no traceback
     if os.geteuid() != 0:  # root writes anywhere

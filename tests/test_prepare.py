@@ -1,9 +1,12 @@
 """prepare.py and tablefree/tokenizer.py on small local corpora. Run: python -m pytest tests/test_prepare.py"""
 
 import json
+import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 import zlib
 from pathlib import Path
@@ -12,6 +15,7 @@ import numpy as np
 import pytest
 
 import prepare
+from conftest import ROOT
 from tablefree import corpus
 from tablefree.common import UserError
 from tablefree.tokenizer import load_tokenizer, train_bpe
@@ -122,6 +126,20 @@ def test_hub_path_on_a_local_file_of_the_hub_schema(tmp_path):
         assert np.array_equal(read_split(tmp_path / "data" / "one", one, split), read_split(tmp_path / "data" / "sharded", sharded, split))
     budget = run(tmp_path, *common, "--name", "budget", "--max_tokens", "500", "--val_fraction", "0.5")
     assert 500 <= budget["splits"]["train"]["tokens"] < 500 + 200  # whole documents, each < 200 tokens
+
+
+def test_an_unreachable_hub_is_one_line_naming_the_network_not_the_disk(tmp_path):
+    """Offline, the hub's ConnectionError is an OSError: it once came out as "cannot write ...: free some disk
+    space". It names the hub and the local files instead, and nothing is written."""
+    pytest.importorskip("datasets")
+    done = subprocess.run([sys.executable, str(ROOT / "prepare.py"), "--dataset", "fineweb-edu", "--max_tokens", "1000",
+                           "--out_dir", str(tmp_path / "data")], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}, timeout=300)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("prepare.py: error: cannot read fineweb-edu from the Hugging Face hub (") and \
+        done.stderr.endswith("nothing was written: reach the hub (the network, HF_HUB_OFFLINE unset), or give local "
+                             "files of its schema with --hub_data_files\n")
+    assert not (tmp_path / "data" / "fineweb-edu").exists()
 
 
 def test_up_to_date_output_is_skipped(tmp_path, corpus_files, capsys):
@@ -254,6 +272,6 @@ def test_too_large_a_vocabulary_names_one_that_works(tmp_path, asked):
     argv = ["--input", str(text), "--name", "small", "--out_dir", str(tmp_path / "data"), "--quiet"]
     with pytest.raises(UserError) as error:
         prepare.prepare(prepare.parse_args([*argv, "--vocab_size", str(asked)]))
-    suggested = re.search(r"give --vocab_size (\d+) or more text", str(error.value)).group(1)
+    suggested = re.search(r"give --vocab_size (\d+), or more text", str(error.value)).group(1)
     meta = prepare.prepare(prepare.parse_args([*argv, "--vocab_size", suggested]))
     assert meta["vocab_size"] == int(suggested)

@@ -116,7 +116,7 @@ def test_a_report_is_replaced_only_by_its_own_command_line_and_never_a_committed
     from experiments.runs import ROOT
     from tablefree.reports import markdown
     md, _, _ = results_files(tmp_path, "cpu", "compare", ["--preset", "cpu", "--seeds", "3"])
-    md.write_text(markdown("python -m experiments.compare --preset cpu --seeds 3", "# the real one\n"))
+    md.write_bytes(markdown("python -m experiments.compare --preset cpu --seeds 3", "# the real one\n"))
     assert results_files(tmp_path, "cpu", "compare", ["--preset", "cpu", "--seeds", "3"])[0] == md  # its own
     with pytest.raises(UserError, match=r"is the report of `python -m experiments.compare --preset cpu --seeds 3`, "
                                         r"another command line; give --results_dir another folder, or --overwrite"):

@@ -242,8 +242,9 @@ def test_bad_files_and_settings_are_one_line_errors(tmp_path):
     data = flat.read_bytes()
     cases = {"truncated": data[:-64], "flipped": data[:-100] + bytes([data[-100] ^ 4]) + data[-99:],
              "foreign": b"PK\x03\x04" + data[4:], "empty": b""}
-    expected = {"truncated": "truncated or damaged", "flipped": "checksum differs", "foreign": "not a tablefree runtime",
-                "empty": "not a tablefree runtime"}
+    again = r".*; delete it, and sample.py --engine c writes it again from its .ternary.pt: "  # the fix (flat_file)
+    expected = {"truncated": "truncated or damaged" + again, "flipped": "checksum differs" + again,
+                "foreign": "not a tablefree runtime", "empty": "not a tablefree runtime"}
     for case, content in cases.items():
         (tmp_path / case).write_bytes(content)
         with pytest.raises(UserError, match=expected[case]) as e:
@@ -251,6 +252,8 @@ def test_bad_files_and_settings_are_one_line_errors(tmp_path):
         assert "\n" not in str(e.value)
     with pytest.raises(UserError, match="below the vocabulary size"):
         list(runtime.generate(flat, [300], 4))
+    stray = subprocess.run([str(runtime.binary()), str(flat), "extra", "--ids", "1"], capture_output=True, text=True)
+    assert (stray.returncode, stray.stderr) == (1, "run: error: unexpected argument (the options begin with --): extra\n")
 
 
 def test_sample_with_the_c_engine_end_to_end(data_dir, tmp_path, capsys):

@@ -34,9 +34,8 @@ import numpy as np
 
 from tablefree.checkpoint import find_checkpoint, load_checkpoint
 from tablefree.packed import inference_model
-from tablefree.common import (ArgumentParser, UserError, check_output, pick_device, pick_dtype, require, user_errors,
-                              write_atomic)
-from tablefree.reports import json_report
+from tablefree.common import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors
+from tablefree.reports import check_report, json_report, write_together
 from tablefree.data import checkpoint_dataset, open_masks, open_split, split_ids, token_counts
 from tablefree.tokenizer import load_encoding
 from tools.harness import run_harness
@@ -68,6 +67,8 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     p.add_argument("--harness", action="store_true", help="score the benchmarks with the real lm-eval instead (harness.py)")
     p.add_argument("--out", default=None, help="JSON results (default: eval.json, or eval-harness.json, beside the checkpoint)")
+    p.add_argument("--force", action="store_true", help="replace --out (and its answers) even where changed since "
+                   "this command wrote them")
     args = p.parse_args(argv)
     unknown = [t for t in args.tasks.split(",") if t not in (*OWN_TASKS, *TASKS)]
     if unknown:
@@ -204,12 +205,12 @@ def harness_tasks(ckpt, model, path, enc, tasks, args):
 def evaluate(args):
     device = pick_device(args.device)
     path = find_checkpoint(args.ckpt)
-    out = check_output(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out",
-                       ours=COMMAND)
+    out = check_report(args.out or path.parent / ("eval-harness.json" if args.harness else "eval.json"), "--out",
+                       COMMAND, args.force)
     if out.suffix.lower() != ".json":
         raise UserError(f"--out {out} is not a .json path; tools.evaluate writes its results as JSON (and a table to "
                         f"stdout): give --out a name ending in .json")
-    check_output(answers_path(out), "--out", ours=COMMAND)
+    check_report(answers_path(out), "--out", COMMAND, args.force)
     ckpt = load_checkpoint(path, "cpu")
     model = inference_model(ckpt).to(device).eval()
     enc = load_encoding(ckpt["tokenizer"])
@@ -222,10 +223,9 @@ def evaluate(args):
         results, seconds = score_tasks(ckpt, model, enc, tasks, args, pick_dtype("auto", device)[2])
     report |= {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds, "results": results}
     answers = {task: r.pop("answers") for task, r in results.items() if "answers" in r}
-    if answers:
-        write_atomic(answers_path(out), "".join([json_report(COMMAND, {}, indent=None) + "\n"] + [
-            json.dumps({"task": task, **a}) + "\n" for task, items in answers.items() for a in items]))
-    write_atomic(out, json_report(COMMAND, report))
+    lines = [json.dumps({"task": task, **a}) + "\n" for task, items in answers.items() for a in items]
+    write_together({out: json_report(COMMAND, report),  # and its answers, or neither
+                    **({answers_path(out): json_report(COMMAND, {}, indent=None, lines=lines)} if answers else {})})
     print("\n".join(table(results)))
     if "val" in results:  # why it is not the training log's last val loss
         print(f"val: every one of the {results['val']['n']:,} held-out tokens scored (windows of block_size); "

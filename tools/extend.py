@@ -48,9 +48,8 @@ import torch
 
 from tablefree.checkpoint import find_checkpoint, load_checkpoint, read_code_source
 from tablefree.packed import inference_model
-from tablefree.common import (ArgumentParser, UserError, check_output, plain_name, reader_may_leave, require,
-                              user_errors, write_atomic)
-from tablefree.reports import json_report, markdown
+from tablefree.common import ArgumentParser, UserError, plain_name, reader_may_leave, require, user_errors
+from tablefree.reports import check_report, json_report, markdown, write_together
 from tablefree.data import checkpoint_dataset, split_ids, token_counts
 from tablefree.extension import add_tokens
 from tablefree.tokenizer import load_encoding, make_encoding, parse_ranks
@@ -276,6 +275,8 @@ def main(argv=None):
     p.add_argument("--dataset", default=None, help="prepared dataset (default: the one each run trained on)")
     p.add_argument("--name", default="extension", help="writes <results_dir>/<name>.md and .json")
     p.add_argument("--results_dir", help="where the report goes (default: the first --ckpt's run folder)")
+    p.add_argument("--force", action="store_true", help="replace the report even where it was changed since this "
+                   "command wrote it")
     with reader_may_leave(), user_errors("extend.py"):  # a closed pipe: quietly, the report kept
         args = p.parse_args(argv)
         require(args.new_tokens >= 1, "--new_tokens", args.new_tokens, "at least 1")
@@ -284,8 +285,8 @@ def main(argv=None):
         require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
         plain_name(args.name, "--name", "<results_dir>/<name>.md and .json")
         folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
-        results = check_output(Path(folder) / f"{args.name}.md", "--results_dir", ours="python -m tools.extend")
-        check_output(results.with_suffix(".json"), "--results_dir", ours="python -m tools.extend")
+        results = check_report(Path(folder) / f"{args.name}.md", "--results_dir", "python -m tools.extend", args.force)
+        check_report(results.with_suffix(".json"), "--results_dir", "python -m tools.extend", args.force)
         rows = []
         for ckpt in args.ckpt:
             rows.append(extend_run(find_checkpoint(ckpt), args))
@@ -294,8 +295,8 @@ def main(argv=None):
                   f"({100 * r['bpb_change']:+.2f}%)", file=sys.stderr, flush=True)
         command = " ".join(["python -m tools.extend", *argv])
         table = report(command, rows, args)
-        write_atomic(results, markdown(command, table))
-        write_atomic(results.with_suffix(".json"), json_report(command, {"command": command, "runs": rows}))
+        write_together({results: markdown(command, table),  # or neither
+                        results.with_suffix(".json"): json_report(command, {"command": command, "runs": rows})})
         print(table)
 
 

@@ -244,7 +244,8 @@ def remote_config(config, eot):
             "n_head": config.n_head, "n_embd": config.n_embd, "mlp_hidden": config.mlp_hidden(), "bias": config.bias,
             "input": config.input, "head": head, "body": config.body, "bits": bits, "lift": config.lift,
             "code_values": config.code_values, "pos_dim": config.pos_dim, "rope_base": config.rope_base,
-            "bos_token_id": eot, "eos_token_id": eot, "torch_dtype": "float32"}
+            "bos_token_id": eot, "eos_token_id": eot, "torch_dtype": "float32",
+            "manifest": "tablefree.json"}  # so a folder that lost it is refused (modeling_tablefree.verify_folder)
 
 
 def remote_weights(model, ckpt):
@@ -322,7 +323,7 @@ def write_manifest(tmp):
     """tablefree.json: our mark (a later export may replace the folder, nothing else may) and the sha256
     of every other file in it, so a changed byte anywhere can be found."""
     sums = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(tmp.iterdir()) if f.is_file()}
-    (tmp / "tablefree.json").write_text(json_report(EXPORT, {"sha256": sums}))
+    (tmp / "tablefree.json").write_bytes(json_report(EXPORT, {"sha256": sums}))
 
 
 def write_folder(model, ckpt, tmp):

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 
 import torch
 import torch.nn as nn
@@ -38,6 +39,9 @@ class TablefreeConfig(PretrainedConfig):
         self.num_hidden_layers, self.hidden_size, self.num_attention_heads = n_layer, n_embd, n_head  # transformers' names
         self.max_position_embeddings = block_size
         super().__init__(**kwargs)
+
+    def to_dict(self):  # a folder save_pretrained writes has no tablefree.json, so its config claims none
+        return {k: v for k, v in super().to_dict().items() if k != "manifest"}
 
 
 # ---- the inputs: ids (B, T) -> (B, T, n_embd) ----
@@ -201,14 +205,28 @@ class CodeHead(nn.Module):
 
 def verify_folder(folder):
     """Refuse a folder whose files are not the ones tools.export wrote: tablefree.json lists the sha256 of
-    each (the same check as `python -m tools.export --verify FOLDER`). A folder without it: nothing to check."""
+    each (the same check as `python -m tools.export --verify FOLDER`). Its config.json names it
+    ("manifest"), so a deleted one is refused; a folder whose config names none (an export older than
+    2026-12-06, or one save_pretrained wrote: a model the user fine-tuned) loads with a warning."""
     manifest = os.path.join(folder, "tablefree.json")
     if not os.path.isfile(manifest):
+        try:
+            with open(os.path.join(folder, "config.json")) as f:
+                claimed = json.load(f).get("manifest") == "tablefree.json"
+        except (OSError, ValueError, AttributeError):
+            claimed = False  # transformers' own loading says what is wrong with config.json
+        if claimed:
+            raise ValueError(f"{manifest} is missing, which config.json says lists the sha256 of every file: the "
+                             f"folder was changed; export it again (python -m tools.export --verify checks a folder)")
+        warnings.warn(f"{folder} has no tablefree.json, so its files are not checked (an older export, or a folder "
+                      f"save_pretrained wrote); export it again to have them checked")
         return
     with open(manifest) as f:
         sums = json.load(f)["sha256"]
     for name, digest in sums.items():
         path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise ValueError(f"{path} is missing, which tablefree.json lists: the folder was changed; export it again")
         with open(path, "rb") as f:
             if hashlib.sha256(f.read()).hexdigest() != digest:
                 raise ValueError(f"{path} is not the file tools.export wrote (its sha256 differs from tablefree.json's): "

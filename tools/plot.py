@@ -15,8 +15,8 @@ import math
 import sys
 from pathlib import Path
 
-from tablefree.common import ArgumentParser, UserError, check_output, reader_may_leave, user_errors, write_atomic
-from tablefree.reports import png_metadata, pyplot
+from tablefree.common import ArgumentParser, UserError, reader_may_leave, user_errors, write_atomic
+from tablefree.reports import check_report, figure_png, pyplot
 from tablefree.rundir import read_log
 
 COMMAND = "python -m tools.plot"  # the mark its figures carry (common.mark)
@@ -53,8 +53,7 @@ def plot(runs, out):
     ax.set(xlabel="step", ylabel="loss (nats per token)", title="validation (points) and training (faint) loss")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    write_atomic(out, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight",
-                                            metadata=png_metadata(COMMAND)))
+    write_atomic(out, figure_png(fig, COMMAND, bbox_inches="tight"))
     plt.close(fig)
 
 
@@ -62,6 +61,8 @@ def main(argv=None):
     p = ArgumentParser(prog="python -m tools.plot", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="run directories (each with the log.jsonl train.py wrote)")
     p.add_argument("--out", help="the PNG file to write (default: loss.png in the first run's folder)")
+    p.add_argument("--force", action="store_true", help="replace --out even where it was changed since this "
+                   "command wrote it")
     with reader_may_leave(), user_errors("plot.py"):  # a closed pipe: quietly
         args = p.parse_args(argv)
         runs = {}
@@ -77,7 +78,7 @@ def main(argv=None):
         if empty:
             raise UserError(f"{empty[0]}/log.jsonl holds no loss yet (no log line, no evaluation); plot it after "
                             f"its first log_interval steps")
-        out = check_output(args.out or Path(args.runs[0]) / "loss.png", "--out", ours=COMMAND)
+        out = check_report(args.out or Path(args.runs[0]) / "loss.png", "--out", COMMAND, args.force)
         if out.suffix.lower() != ".png":
             raise UserError(f"--out {out} is not a .png path; tools.plot writes PNG images: give --out a name "
                             f"ending in .png")
