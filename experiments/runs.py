@@ -295,7 +295,7 @@ def evaluated(directory, max_iters, tasks, data_dir="data", extra=(), name="eval
     results = scored(directory, max_iters, name)
     if set(tasks) - set(results):
         run_tool("evaluate", "--ckpt", str(directory), "--tasks", ",".join(tasks), "--data_dir", str(data_dir),
-                 *extra, "--out", str(directory / f"{name}.json"),
+                 *extra, "--out", str(directory / f"{name}.json"), "--force",  # the study's own run: its file
                  failed=f"scoring {', '.join(tasks)} on {directory} failed (its error is above)")
         results = scored(directory, max_iters, name)
     return results
@@ -324,6 +324,7 @@ def extend(directory, kind, seed, cell, root, data_dir, extra=()):
             print(f"== {kind}, seed {seed}: adding {m} words, table rows {rows}, {steps} adaptation steps", flush=True)
             run_tool("extend", "--ckpt", str(directory), "--new_tokens", str(m), "--new_rows", rows, "--adapt_steps",
                      str(steps), "--name", report.stem, "--results_dir", str(report.parent), "--data_dir", data_dir, *extra,
+                     "--force",  # a stale report of the study's own, written before reports carried a digest
                      failed=f"tools/extend.py failed for {name} on {directory} (its error is above); run again: "
                             "finished cells are kept")
     return json.loads(report.read_text())["runs"][0]

@@ -194,15 +194,15 @@ def write_failed(path, e):
         return UserError(f"cannot read {error.filename} ({error.strerror or error}); nothing was written: give a "
                          f"readable file there, then run again")
     kept = "the previous version is intact" if Path(path).exists() else "nothing was left half-written"
-    return UserError(f"cannot write {path} ({error.strerror or error}); {kept}: {fix(error, 'or ')}choose another "
-                     f"directory, then run again")
+    fix = f"{FIXES[error.errno]} or " if error.errno in FIXES else ""
+    return UserError(f"cannot write {path} ({error.strerror or error}); {kept}: {fix}choose another directory, then "
+                     f"run again")
 
 
-def fix(error, then=", "):
-    """What to do about a write that failed with error (an OSError), by its errno, and then; or ''."""
-    known = {errno.ENOSPC: "free some disk space", errno.EDQUOT: "free some of your disk quota",
-             errno.EFBIG: "raise the file-size limit (ulimit -f)", errno.EACCES: "make the folder writable"}
-    return f"{known[error.errno]}{then}" if error.errno in known else ""
+# what to do about a write that failed, by its errno (None: a library's own short write, numpy's)
+FIXES = {errno.ENOSPC: "free some disk space", errno.EDQUOT: "free some of your disk quota",
+         errno.EFBIG: "raise the file-size limit (ulimit -f)", errno.EACCES: "make the folder writable",
+         None: "free some disk space (or raise the file-size limit, ulimit -f)"}
 
 
 def fsync_directory(directory):
@@ -219,7 +219,8 @@ def append_line(path, line):
         with open(path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
     except OSError as e:
-        raise UserError(f"cannot append to {path} ({e.strerror}); {fix(e)}then resume the run") from None
+        raise UserError(f"cannot append to {path} ({e.strerror}); {FIXES.get(e.errno, 'look at the folder')}, then "
+                        f"resume the run") from None
 
 
 @contextmanager
@@ -279,19 +280,15 @@ MARKS = {"ckpt.pt": "a run", "log.jsonl": "a run", "meta.json": "a dataset"}
 
 
 def mark(command):
-    """What every report of `command` ("python -m tools.extend ...") starts with, in a place our
-    writer owns and a person does not type: a Markdown report's first line, a JSON report's first
-    key, a PNG's Software field (the first chunk after its header). check_output replaces a file
-    only when it starts with the mark of the command writing it."""
+    """What every report of `command` starts with, where no person types: a Markdown report's first
+    line, a JSON report's first key, a PNG's first text chunk (check_output replaces only ours)."""
     return f"tablefree: {command}"
 
 
 def written_by(path, ours):
-    """Whether the file at path starts with ours: a format's magic bytes, a pattern of its first
-    4 KB (a binary header that names us), a command whose mark (mark) a report of path's kind
-    (.md, .json, .jsonl, .png) starts with, or a tuple of those (any one). A command's mark must end
-    where the command does (its arguments, or the end of the mark follow): "tools.evaluatex" is not
-    "tools.evaluate"'s."""
+    """Whether the file at path starts with ours: magic bytes, a pattern of its first 4 KB, a command
+    whose mark a report of path's kind starts with, or a tuple of those (any one). A command's mark
+    ends where the command does: "tools.evaluatex" is not "tools.evaluate"'s."""
     with open(path, "rb") as f:
         head = f.read(4096)
     suffix = Path(path).suffix.lower()

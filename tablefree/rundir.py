@@ -17,6 +17,7 @@ from tablefree.checkpoint import find_checkpoint, load_checkpoint
 from tablefree.common import UserError, leaves_of, refuse_to_overwrite
 from tablefree.configurator import MODEL_KEYS
 
+ELSEWHERE = "--init_from=scratch --out_dir=<a new folder>"  # a new run, where a resume cannot go on
 
 def read_log(path):
     """The records of a log.jsonl. A line that is not JSON (torn by a crash mid-write, or
@@ -83,7 +84,7 @@ class Start:
                             f"{data.path} has {data.vocab_size}; prepare the data again as the run had it")
         if self.resumed and ours != theirs:
             raise UserError(f"{data.path} was prepared again since {out}/ckpt.pt trained on it (another tokenizer "
-                            f"or source); prepare it as the run had it, or start a new run in another --out_dir")
+                            f"or source); prepare it as the run had it, or start a new run elsewhere: {ELSEWHERE}")
         if not self.resumed and ours != theirs:  # the tokenizer's entry and rank file: two BPEs of one size differ
             source, a, b = self.finetuned_from, ours["info"], theirs["info"]
             raise UserError(f"{source['checkpoint']} was trained with a {a['name']} tokenizer of {a['vocab_size']:,} "
@@ -152,7 +153,7 @@ def resume_from(s, given):
     missing = {"settings", "optimizer", "iter_num", "best_val_loss", "elapsed_s"} - set(ckpt)
     if missing:
         raise UserError(f"{out}/ckpt.pt has no {', '.join(sorted(missing))}: it can be sampled and "
-                        f"evaluated but not resumed; start a new run in another out_dir")
+                        f"evaluated but not resumed; start a new run elsewhere: {ELSEWHERE}")
     bad = [where for where, v in leaves_of(ckpt["optimizer"]) if isinstance(v, torch.Tensor) and
            v.is_floating_point() and not torch.isfinite(v).all()]  # its weights are finite (load_checkpoint)
     if bad:
@@ -165,7 +166,7 @@ def resume_from(s, given):
         trained, asked = recorded[key], getattr(s, key)
         if asked != trained and (given is None or key in given):
             raise UserError(f"{out}/ckpt.pt was trained with {key}={trained!r}, not {asked!r}; "
-                            f"give {as_flag(key, trained)} or start a new run in another out_dir")
+                            f"give {as_flag(key, trained)}, or start a new run elsewhere: {ELSEWHERE}")
         setattr(s, key, trained)
     notices = [f"resuming {out}/ckpt.pt at step {ckpt['iter_num']}"]
     for key in RECIPE:

@@ -225,6 +225,21 @@ def sft(name):
 
 # (script, arguments with {data} {runs} {root} filled in, what the message must say)
 TRAIN = ["--data_dir={data}", "--dataset=tiny", "--out_dir={runs}/new", *TINY]
+# Every suggested fix works (issue 77): a case whose error names a fix records it with fix(case, *steps), and
+# test_every_suggested_fix_gets_past_its_error runs the command with those steps. A step "--key=value" replaces the
+# key's value in argv or is added, "--flag" is added, "-key" drops the key, "rm PATH" removes that file first; BENCH
+# and STUDY keep a benchmark or a study, which the fix lets run, to seconds.
+FIXES = {}
+BENCH = ["--quick", "--sections=input"]
+STUDY = ["--seeds=1", "--inputs=learned", *TINY, "--max_iters=2", "--eval_interval=2", "--lr_decay_iters=2"]
+
+
+def fix(case, *steps):
+    """case, with the steps its error's suggested fix takes recorded for the test that follows them."""
+    FIXES[case[0], tuple(case[1])] = steps
+    return case
+
+
 RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "--device=cpu", "--compile=False"]
 CASES = [
     ("prepare", ["--workers", "0"], "--workers must be at least 1, not 0"),
@@ -234,19 +249,20 @@ CASES = [
     ("prepare", ["--vocab_size", "1000000000"], "--vocab_size must be from 259 (a reserved id 0, 256 bytes, 1 merge, "
                                                 "end of text) to 16,777,216, not 1000000000"),  # before the BPE allocates
     ("train", [*TRAIN, "--seed=99999999999999999999"], "seed must be below 2^63"),
-    ("train", [*TRAIN, "--out_dir={data}/_sources"], "or inside its dataset or its sources' cache, where prepare.py"),
+    fix(("train", [*TRAIN, "--out_dir={data}/_sources"], "or inside its dataset or its sources' cache, where prepare.py"), "--out_dir={root}/out-mine"),
     ("prepare", ["--shard_tokens", "0"], "--shard_tokens must be at least 1"),
     ("prepare", ["--max_tokens", "-5"], "--max_tokens must be above 0"),
-    ("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"),
+    fix(("prepare", ["--dataset", "nosuch", "--out_dir", "{data}"], "unknown dataset 'nosuch'"), "-dataset",
+        "--input={root}/small.txt", "--name=fresh"),
     ("prepare", ["--input", "{root}/missing/*.txt", "--out_dir", "{data}"], "matches no files"),
     ("prepare", ["--colour", "blue"], "unrecognized arguments: --colour blue"),
-    ("prepare", ["--tokenizer_from", "{data}/tiny", "--vocab_size", "300", "--out_dir", "{data}"],
-     "brings its own vocabulary; drop --vocab_size"),
-    ("prepare", ["--tokenizer", "gpt2", "--vocab_size", "300"], "brings its own vocabulary; drop --vocab_size"),
-    ("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/garbled", "--out_dir", "{data}",
-                 "--name", "fromgarbled"], "cannot read the tokenizer"),
-    ("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/cut", "--out_dir", "{data}",
-                 "--name", "fromcut"], "short of the 300 its meta.json names (cut or edited)"),
+    fix(("prepare", ["--tokenizer_from", "{data}/tiny", "--vocab_size", "300", "--out_dir", "{data}"],
+     "brings its own vocabulary; drop --vocab_size"), "-vocab_size"),
+    fix(("prepare", ["--tokenizer", "gpt2", "--vocab_size", "300"], "brings its own vocabulary; drop --vocab_size"), "-vocab_size"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/garbled", "--out_dir", "{data}",
+                 "--name", "fromgarbled"], "cannot read the tokenizer"), "--tokenizer_from={data}/tiny"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/cut", "--out_dir", "{data}",
+                 "--name", "fromcut"], "short of the 300 its meta.json names (cut or edited)"), "--tokenizer_from={data}/tiny"),
     ("extend", ["--ckpt", "{runs}/good", "--name", ""], "--name must be a plain name"),
     ("train", [*TRAIN, "--n_head=3"], "must split into n_head=3 heads"),
     ("train", [*TRAIN, "--n_embd=8"], "n_embd=8 is narrower than the 9-bit code"),
@@ -260,24 +276,26 @@ CASES = [
     ("train", [*TRAIN, "--dtype=float64"], "dtype must be 'auto' or one of float32, bfloat16, float16"),
     ("train", [*TRAIN, "--device=cuda:3"], "device 'cuda:3' is not available on this machine"),
     ("train", [*TRAIN, "{root}/sums.py"], "max_iters must be a literal value, not 'n_layer * 100'"),
-    ("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"),
-    ("train", [*TRAIN, "--out_dir={runs}/good", "--init_from={runs}/good"], "holds the run being fine-tuned; give the new"),
+    fix(("train", [*TRAIN, "--out_dir={runs}/good"], "already holds a run; continue it with --init_from=resume"), "--init_from=resume"),
+    fix(("train", [*TRAIN, "--out_dir={runs}/good", "--init_from={runs}/good"], "holds the run being fine-tuned; give the new"), "--out_dir={root}/fresh"),
     ("train", [*TRAIN, "--block_size=1000000000"], "block_size must be at most 1,048,576, not 1000000000"),
     ("train", [*TRAIN, "--batch_size=1000000000000"], "batch_size must be at most 1,048,576, not 1000000000000"),
     ("train", [*TRAIN, "--batch_size=100000", "--block_size=1024"], "at most 16,777,216 tokens a micro-batch, not 102400000"),
-    ("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset (prepare.py's meta.json), which --overwrite never replaces; choose another --out_dir"),
-    ("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"),
-    ("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"),
-    ("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"),
+    fix(("train", [*TRAIN, "--out_dir={data}/tiny", "--overwrite=True"], "holds a prepared dataset (prepare.py's meta.json), which --overwrite never replaces; choose another --out_dir"), "--out_dir={root}/fresh"),
+    fix(("train", [*RESUME, "--n_layer=32"], "trained with n_layer=2, not 32"), "--n_layer=2"),
+    fix(("train", [*RESUME, "--dataset=other"], "trained with dataset='tiny', not 'other'"), "--dataset=tiny"),
+    fix(("train", [*RESUME, "--seed=7"], "trained with seed=1337, not 7"), "--seed=1337"),
     ("train", [*RESUME, "--out_dir={runs}/evil"], "holds objects a safe load (weights_only=True) refuses: it is unsafe"),
     ("train", [*RESUME, "--out_dir={runs}/torn"], "it is corrupt or truncated: restore it, or train again"),
     ("train", [*RESUME, "--out_dir={runs}/foreign"], "is not a tablefree checkpoint"),
-    ("train", [*RESUME, "--out_dir={runs}/empty"], "no checkpoint at"),
+    fix(("train", [*RESUME, "--out_dir={runs}/empty"], "no checkpoint at"), "--out_dir={runs}/good"),
+    ("train", [*TRAIN, "--out_dir="], "out_dir must be a name or a path (an empty one is the current folder), not ''"),
+    ("train", [*TRAIN, "--init_from= "], "init_from must be a name or a path (an empty one is the current folder)"),
     ("train", [*RESUME, "--out_dir={runs}/zero"], "is not a loadable checkpoint (the file is empty: a full disk"),
-    ("train", [*RESUME, "--data_dir={root}/data2"], "was prepared again since"),
-    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "300"],
-     "holds a dataset prepared with other settings"),
-    ("train", [*RESUME, "--out_dir={runs}/weights"], "has no best_val_loss, elapsed_s, iter_num, optimizer, settings"),
+    fix(("train", [*RESUME, "--data_dir={root}/data2"], "was prepared again since"), "--init_from=scratch", "--out_dir={root}/fresh"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "300"],
+     "holds a dataset prepared with other settings"), "--force"),
+    fix(("train", [*RESUME, "--out_dir={runs}/weights"], "has no best_val_loss, elapsed_s, iter_num, optimizer, settings"), "--init_from=scratch", "--out_dir={root}/fresh"),
     ("train", [*TRAIN, "--dataset=float"], "meta.json is corrupt or from another tool (ValueError: ids of type float32)"),
     ("train", [*TRAIN, "--dataset=corrupt"], "meta.json is corrupt or from another tool"),
     ("train", [*TRAIN, "--dataset=wide"], "uint16 ids but meta.json says"),
@@ -300,97 +318,97 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/good", "--max_new_tokens", str(2 ** 31 - 1)], "--max_new_tokens must be from 1 to 2^24"),
     ("sample", ["--ckpt", "{runs}/good", "--start", "ROMEO:", "--start_file", "{root}/small.txt"],
      "give the prompt as --start or as --start_file, not both"),
-    ("sample", ["--ckpt", "{runs}/good", "--start", ""], "the prompt is empty"),
+    fix(("sample", ["--ckpt", "{runs}/good", "--start", ""], "the prompt is empty"), "--start=ROMEO"),
     ("sample", ["--ckpt", "{runs}/good", "--start", "caf\udce9"], "--start is not UTF-8 text (near character 3)"),
     ("sample", ["--ckpt", "{runs}/good", "--start", "The king is gold. " * 20], "but the model sees at most block_size=32"),
     ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/latin1.txt"], "is not UTF-8 text (near byte 3)"),
     ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/nothing.txt"], "cannot read --start_file"),
     ("sample", ["--ckpt", "{runs}/evil"], "it is unsafe, or not a checkpoint of ours"),
     ("sample", ["--ckpt", "{root}/fake.gguf"], "it is a GGUF file, which llama.cpp runs: python -m tools.llama --gguf"),
-    ("sample", ["--ckpt", "{root}/latin1.txt"], "it is not a file torch.save wrote; give --ckpt a run folder"),
-    ("train", [*TRAIN, "--init_from={root}/latin1.txt"], "it is not a file torch.save wrote; give --init_from a run"),
+    fix(("sample", ["--ckpt", "{root}/latin1.txt"], "it is not a file torch.save wrote; give --ckpt a run folder"), "--ckpt={runs}/good"),
+    fix(("train", [*TRAIN, "--init_from={root}/latin1.txt"], "it is not a file torch.save wrote; give --init_from a run"), "--init_from={runs}/good"),
     ("sample", ["--ckpt", "{runs}/torn/ckpt.pt"], "it is corrupt or truncated"),
     ("sample", ["--ckpt", "{runs}/foreign"], "is not a tablefree checkpoint"),
     ("sample", ["--ckpt", "{runs}/bad.ternary.pt"], "unused code 11; the file is corrupt"),
     ("sample", ["--ckpt", "{runs}/flipped.ternary.pt"], "(sha256 differs); export it again from its checkpoint"),
     ("sample", ["--ckpt", "{runs}/good", "--engine", "c"], "is not a packed ternary export; the C runtime decodes those"),
-    ("sample", ["--ckpt", "{root}/mine.pt", "--engine", "c"], "mine.bin exists and this command did not write it"),
-    ("sample", ["--ckpt", "{runs}/good", "--engine", "c", "--no_cache"], "--engine c runs on the CPU with its KV cache"),
+    fix(("sample", ["--ckpt", "{root}/mine.pt", "--engine", "c"], "mine.bin exists and this command did not write it"), "rm {root}/mine.bin"),
+    fix(("sample", ["--ckpt", "{runs}/good", "--engine", "c", "--no_cache"], "--engine c runs on the CPU with its KV cache"), "-device", "-no_cache"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "inf"], "--temperature must be a finite number"),
     ("sample", ["--ckpt", "{runs}/good", "--temperature", "nan"], "--temperature must be a finite number"),
     ("evaluate", ["--ckpt", "{runs}/flipped.ternary.pt", "--tasks", "spelling", "--out", "{root}/e.json"],
      "sha256 differs"),
     # settings whose useful range only the data tells
-    ("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; give --vocab_size=0 to take the data's, or prepare the "
-     "data with --vocab_size 512"),
-    ("train", [*TRAIN, "--vocab_size=100"], "has 300 tokens; give --vocab_size=0 to take the data's$"),  # prepare needs 259+
+    fix(("train", [*TRAIN, "--vocab_size=512"], "has 300 tokens; give --vocab_size=0 to take the data's, or prepare the "
+     "data with --vocab_size 512"), "--vocab_size=0"),
+    fix(("train", [*TRAIN, "--vocab_size=100"], "has 300 tokens; give --vocab_size=0 to take the data's$"), "--vocab_size=0"),  # prepare needs 259+
     ("train", [*TRAIN, "--mlp_width=-1"], "mlp_width must be at least 0, not -1"),
-    ("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"),
-    ("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; give --init_from=scratch"),
-    ("train", [*TRAIN, "--input=kronecker", "--pos_dim=200"], "pos_dim=200 is more than the longest token's"),
+    fix(("train", [*TRAIN, "--dry_run=True", "--dataset=nothing"], "the dry run needs the vocabulary: give --vocab_size=N"), "--vocab_size=300"),
+    fix(("train", [*RESUME, "--dry_run=True"], "the dry run describes a new run from its settings; give --init_from=scratch"), "--init_from=scratch"),
+    fix(("train", [*TRAIN, "--input=kronecker", "--pos_dim=200"], "pos_dim=200 is more than the longest token's"), "--pos_dim=13"),
     ("train", [*TRAIN, "--input=kronecker", "--pos_dim=100000"], "pos_dim must be at most 256, not 100000"),
-    ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"),
+    fix(("train", [*TRAIN, "--input=frozen", "--codes_from={root}/narrow.pt"], "principal components of a 300 x 8 table; give --code_dim=8"), "--code_dim=8"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/flat.pt"], "has every row equal"),
     ("train", [*TRAIN, "--input=frozen", "--codes_from={root}/two.pt"], "tell only 2 of 300 tokens apart (under 90%)"),
-    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],
-     "BPE tokens, not --vocab_size 5,000; give --vocab_size"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "big", "--vocab_size", "5000"],
+     "BPE tokens, not --vocab_size 5,000; give --vocab_size"), "--vocab_size=279"),
     ("export", ["--ckpt", "{runs}/good", "--format", "ternary", "--out", "{root}/x.pt"], "only a ternary body packs to 2 bits"),
     ("export", ["--ckpt", "{runs}/torn"], "it is corrupt or truncated"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "no/such/dir is not a writable folder; give --out in one"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--out", "{root}/no/such/dir/eval.json"], "no/such/dir is not a writable folder; give --out in one"), "--out={root}/fresh.json"),
     ("evaluate", ["--ckpt", "{runs}/good", "--harness", "--tasks", "piqa,val"], "arc_challenge, lambada, not val; score the others without --harness"),
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val,trivia"], "unknown task(s) trivia"),
     ("evaluate", ["--ckpt", "{runs}/good", "--batch_size", "0"], "--batch_size must be at least 1"),
-    ("evaluate", ["--ckpt", "{runs}/empty"], "no checkpoint at"),
+    fix(("evaluate", ["--ckpt", "{runs}/empty"], "no checkpoint at"), "--ckpt={runs}/good"),
     ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--text", "{root}/latin1.txt", "--out", "{root}/e.json"],
      "cannot read --text"),
     ("extend", ["--ckpt", "{runs}/good", "--new_tokens", "0"], "--new_tokens must be at least 1"),
     ("extend", ["--ckpt", "{runs}/torn", "--results_dir", "{root}"], "it is corrupt or truncated"),
-    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/latin1.txt"], "latin1.txt is not a writable folder; give --results_dir in one"),
+    fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/latin1.txt"], "latin1.txt is not a writable folder; give --results_dir or --name in one"), "--results_dir={root}"),
     # a run, a dataset or one of their files given as any writer's output: refused, nothing changed
-    ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good"], "holds a run (ckpt.pt, log.jsonl) that replacing it"),
-    ("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good/log.jsonl"], "log.jsonl is a file; give --out a folder"),
-    ("export", ["--ckpt", "{runs}/good", "--out", "{data}/tiny"], "holds a dataset (counts.npy, meta.json, tokenizer.tiktoken"),
-    ("export", ["--ckpt", "{runs}/good", "--out", "{runs}"], "holds files this command did not write"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern/ckpt.pt"], "ckpt.pt belongs to a run"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern"], "tern is a folder; give --out a file path"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/good/config.json"], "config.json belongs to a run"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/train.bin"], "tiny is a dataset's folder, which holds only"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/meta.json"], "tiny is a dataset's folder, which holds only"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/eval.json"],
-     "tiny is a dataset's folder, which holds only what prepare.py writes; give --out a file elsewhere"),  # a new file
-    ("plot", ["{runs}/good", "--out", "{data}/tiny/loss.png"], "tiny is a dataset's folder, which holds only"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/results.md"],
-     "is not a .json path; tools.evaluate writes its results as JSON"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/log.jsonl"],
-     "log.jsonl belongs to a run"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/ckpt.pt"],
-     "ckpt.pt belongs to a run"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/meta.json"],
-     "tiny is a dataset's folder, which holds only what prepare.py writes"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good"],
-     "good is a folder; give --out a file path"),
-    ("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{runs}", "--name", "good"], "holds a run"),
+    fix(("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good"], "holds a run (ckpt.pt, log.jsonl) that replacing it"), "--out={root}/fresh-hf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--out", "{runs}/good/log.jsonl"], "log.jsonl is a file; give --out a folder"), "--out={root}/fresh-hf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--out", "{data}/tiny"], "holds a dataset (counts.npy, meta.json, tokenizer.tiktoken"), "--out={root}/fresh-hf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--out", "{runs}"], "holds files this command did not write"), "--out={root}/fresh-hf"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern/ckpt.pt"], "ckpt.pt belongs to a run"), "--out={root}/fresh.pt"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/tern"], "tern is a folder; give --out a file path"), "--out={root}/fresh.pt"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/good/config.json"], "config.json belongs to a run"), "--out={root}/fresh.pt"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/train.bin"], "tiny is a dataset's folder, which holds only"), "--out={root}/fresh.pt"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/meta.json"], "tiny is a dataset's folder, which holds only"), "--out={root}/fresh.pt"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/eval.json"],
+     "tiny is a dataset's folder, which holds only what prepare.py writes; give --out a file elsewhere"), "--out={root}/fresh.json"),  # a new file
+    fix(("plot", ["{runs}/good", "--out", "{data}/tiny/loss.png"], "tiny is a dataset's folder, which holds only"), "--out={root}/fresh.png"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/results.md"],
+     "is not a .json path; tools.evaluate writes its results as JSON"), "--out={root}/fresh.json"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/log.jsonl"],
+     "log.jsonl belongs to a run"), "--out={root}/fresh.json"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/ckpt.pt"],
+     "ckpt.pt belongs to a run"), "--out={root}/fresh.json"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/meta.json"],
+     "tiny is a dataset's folder, which holds only what prepare.py writes"), "--out={root}/fresh.json"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good"],
+     "good is a folder; give --out a file path"), "--out={root}/fresh.json"),
+    fix(("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{runs}", "--name", "good"], "holds a run"), "--name=fresh"),
     ("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{data}", "--name", "tiny", "--force"],
      "is not valid UTF-8"),  # the dataset it would have replaced stays whole
     ("prepare", ["--input", "{root}/latin1.txt", "--out_dir", "{root}/latin1.txt"], "cannot write to --out_dir"),
-    ("bench", ["--out", "{runs}/good/log.jsonl"], "log.jsonl belongs to a run"),
-    ("bench", ["--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"),
-    ("bench", ["--out", "{runs}/good"], "good is a folder; give --out a file path"),
-    ("export", ["--ckpt", "{runs}/good", "--out", "{root}/latin1.txt/hf"], "is not a writable folder; give --out in one"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/train.bin"],
-     "tiny is a dataset's folder, which holds only what prepare.py writes"),
-    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "5000", "--force"],
-     "give --vocab_size"),  # a dataset rebuilt from input that cannot give it: the old one stays whole
-    ("train", [*RESUME, "--max_iters=1"], "is at step 2, past max_iters=1; give --max_iters=2 or more"),
-    ("bench", ["--out", "{data}/tiny/meta.json"], "tiny is a dataset's folder, which holds only what prepare.py writes"),
+    fix(("bench", ["--out", "{runs}/good/log.jsonl"], "log.jsonl belongs to a run"), "--out={root}/fresh.md", *BENCH),
+    fix(("bench", ["--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"), "--out={root}/fresh.md", *BENCH),
+    fix(("bench", ["--out", "{runs}/good"], "good is a folder; give --out a file path"), "--out={root}/fresh.md", *BENCH),
+    fix(("export", ["--ckpt", "{runs}/good", "--out", "{root}/latin1.txt/hf"], "is not a writable folder; give --out in one"), "--out={root}/fresh-hf"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/train.bin"],
+     "tiny is a dataset's folder, which holds only what prepare.py writes"), "--out={root}/fresh.json"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "5000", "--force"],
+     "give --vocab_size"), "--vocab_size=279"),  # a dataset rebuilt from input that cannot give it: the old one stays whole
+    fix(("train", [*RESUME, "--max_iters=1"], "is at step 2, past max_iters=1; give --max_iters=2 or more"), "--max_iters=2"),
+    fix(("bench", ["--out", "{data}/tiny/meta.json"], "tiny is a dataset's folder, which holds only what prepare.py writes"), "--out={root}/fresh.md", *BENCH),
     ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--gguf_type", "TQ2_0"], "body is 'float': store it as F32, F16, Q8_0, not TQ2_0"),
     ("export", ["--ckpt", "{runs}/tern", "--format", "gguf", "--gguf_type", "Q8_0"], "store it as TQ2_0, TQ1_0, not Q8_0"),
     ("export", ["--ckpt", "{runs}/tern", "--format", "gguf"], "rows are 32 and 128 wide; no type of a ternary body fits: train with n_embd and mlp_width multiples of 256"),
-    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/no/such/m.gguf"], "is not a writable folder; give --out in one"),
-    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/latin1.txt"], "latin1.txt exists and this command did not write it; give --out a new path"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/latin1.txt"], "latin1.txt exists and this command did not write it"),
-    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"),
-    ("export", ["--ckpt", "{runs}/good", "--gguf_type", "F16"], "--gguf_type is for --format gguf, not hf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/no/such/m.gguf"], "is not a writable folder; give --out in one"), "--out={root}/fresh.gguf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/latin1.txt"], "latin1.txt exists and this command did not write it; give --out a new path"), "--out={root}/fresh.gguf"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{root}/latin1.txt"], "latin1.txt exists and this command did not write it"), "--out={root}/fresh.pt"),
+    fix(("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"), "--out={root}/fresh.gguf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--gguf_type", "F16"], "--gguf_type is for --format gguf, not hf"), "--format=gguf"),
     ("llama", ["--gguf", "{runs}/good/ckpt.pt"], "is not a GGUF file (it does not begin with 'GGUF')"),
     ("llama", ["--gguf", "{root}/torn.gguf"], "is a corrupt or truncated GGUF file"),
     ("llama", ["--gguf", "{root}/foreign.gguf"], "was not written by tools.export --format gguf"),
@@ -408,9 +426,9 @@ CASES = [
     ("sample", ["--ckpt", "{runs}/flipbyte"], "flipbyte/ckpt.pt is damaged: its contents (weights, settings or tokenizer) are not"),
     ("train", [*RESUME, "--out_dir={runs}/flipbyte"], "crc32 differs); restore it from a copy"),
     ("train", [*TRAIN, "--init_from={runs}/nan"], "nan/ckpt.pt holds non-finite weights (in lm_head.weight)"),
-    ("train", [*RESUME[:1], "--out_dir={runs}/nanopt", *RESUME[2:]], "nanopt/ckpt.pt's optimizer state holds "
+    fix(("train", [*RESUME[:1], "--out_dir={runs}/nanopt", *RESUME[2:]], "nanopt/ckpt.pt's optimizer state holds "
      "non-finite values (in optimizer/state/0/exp_avg_sq), which would make the weights non-finite at its first step; "
-     "fine-tune its finite weights with a new optimizer instead: --init_from="),
+     "fine-tune its finite weights with a new optimizer instead: --init_from="), "--init_from={runs}/nanopt", "--out_dir={root}/fresh"),
     ("export", ["--ckpt", "{runs}/flipbyte", "--format", "gguf", "--out", "{root}/f.gguf"], "crc32 differs"),
     ("export", ["--ckpt", "{runs}/nan", "--out", "{root}/hf"], "holds non-finite weights"),
     ("export", ["--ckpt", "{runs}/nan", "--format", "gguf", "--out", "{root}/n.gguf"], "holds non-finite weights"),
@@ -418,19 +436,19 @@ CASES = [
      "holds non-finite weights"),
     ("extend", ["--ckpt", "{runs}/flipbyte", "--results_dir", "{root}"], "crc32 differs"),
     ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/nan"], "holds non-finite weights"),
-    ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/tern"],
-     "whole.gguf was exported from another checkpoint than"),  # its model differs: body 'float' vs 'ternary'
-    ("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"),
+    fix(("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/tern"],
+     "whole.gguf was exported from another checkpoint than"), "--check={runs}/good"),  # its model differs: body 'float' vs 'ternary'
+    fix(("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"), "--check={runs}/good"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     # a file of the user's, given as any writer's output: refused, as runs and datasets are
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/notes.json"],
-     "notes.json exists and this command did not write it; give --out a new path, or move that file away first"),
-    ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/notes.pt"], "notes.pt exists and this command did not write it"),
-    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/notes.gguf"], "did not write it"),
-    ("bench", ["--out", "{root}/notes.md"], "notes.md exists and this command did not write it"),
-    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"),
-    ("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
-     "notes.md exists and this command did not write it; give --results_dir or --name a new path"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/notes.json"],
+     "notes.json exists and this command did not write it; give --out a new path, or move that file away first"), "--out={root}/fresh.json"),
+    fix(("export", ["--ckpt", "{runs}/tern", "--out", "{root}/notes.pt"], "notes.pt exists and this command did not write it"), "--out={root}/fresh.pt"),
+    fix(("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/notes.gguf"], "did not write it"), "--out={root}/fresh.gguf"),
+    fix(("bench", ["--out", "{root}/notes.md"], "notes.md exists and this command did not write it"), "--out={root}/fresh.md", *BENCH),
+    fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "notes"], "notes.md exists and this"), "--name=fresh"),
+    fix(("compare", ["--results_dir", "{root}", "--name", "notes", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "notes.md exists and this command did not write it; give --results_dir or --name a new path"), "--name=fresh", *STUDY),
     # settings that make no sense together, and inputs that once gave tracebacks
     ("train", [*TRAIN, "--min_lr=1e-2", "--learning_rate=1e-3"], "min_lr must be at most learning_rate (0.001)"),
     ("train", [*TRAIN, "--out_dir={data}"], "where prepare.py writes; give the run a folder"),
@@ -441,8 +459,8 @@ CASES = [
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--adapt_lr", "nan"], "--adapt_lr must be"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--adapt_lr", "-1"], "--adapt_lr must be"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--batch_size", "0"], "--batch_size must be"),
-    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--new_tokens", "100000"],
-     "the held-out text gives only"),
+    fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--data_dir", "{data}", "--new_tokens", "100000"],
+     "the held-out text gives only"), "--new_tokens=14"),
     ("prepare", ["--input", "{root}", "--name", "adir", "--out_dir", "{data}"], "(Is a directory); nothing was written"),
     # names that would leave their folder
     ("prepare", ["--input", "{root}/small.txt", "--name", "../escape", "--out_dir", "{data}"], "--name must be a plain name"),
@@ -450,33 +468,33 @@ CASES = [
      "--name must be a plain name (it makes <results_dir>/<name>.md"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", ".."], "--name must be a plain name"),
     # a mark that only starts like ours, an old pattern any JSON can match, a folder ours only by its file names
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/near.json"],
-     "near.json exists and this command did not write it"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/task.json"],
-     "task.json exists and this command did not write it"),
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/ckpt.json"],
-     "ckpt.json exists and this command did not write it"),
-    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "near2"], "near2.md exists and this"),
-    ("compare", ["--results_dir", "{root}", "--name", "near3", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
-     "near3.md exists and this command did not write it"),
-    ("export", ["--ckpt", "{runs}/good", "--out", "{root}/userhf"],
-     "userhf holds files this command did not write (README.md, config.json: no tablefree.json"),
-    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "usermeta"],
-     "usermeta holds files this command did not write (meta.json: no meta.json of python prepare.py's)"),
-    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "userbins"],
-     "userbins holds files this command did not write (counts.npy, train.bin"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/near.json"],
+     "near.json exists and this command did not write it"), "--out={root}/fresh.json"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/task.json"],
+     "task.json exists and this command did not write it"), "--out={root}/fresh.json"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/ckpt.json"],
+     "ckpt.json exists and this command did not write it"), "--out={root}/fresh.json"),
+    fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "near2"], "near2.md exists and this"), "--name=fresh"),
+    fix(("compare", ["--results_dir", "{root}", "--name", "near3", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "near3.md exists and this command did not write it"), "--name=fresh", *STUDY),
+    fix(("export", ["--ckpt", "{runs}/good", "--out", "{root}/userhf"],
+     "userhf holds files this command did not write (README.md, config.json: no tablefree.json"), "--out={root}/fresh-hf"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "usermeta"],
+     "usermeta holds files this command did not write (meta.json: no meta.json of python prepare.py's)"), "--name=fresh"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "userbins"],
+     "userbins holds files this command did not write (counts.npy, train.bin"), "--name=fresh"),
     # the user's notes that quote a command, the user's own matplotlib figure: still the user's
-    ("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/quoted.json"],
-     "quoted.json exists and this command did not write it"),
-    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "quoted"], "quoted.md exists and this"),
-    ("compare", ["--results_dir", "{root}", "--name", "README", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
-     "README.md exists and this command did not write it"),
-    ("bench", ["--out", "{root}/quoted.md"], "quoted.md exists and this command did not write it"),
-    ("plot", ["{runs}/good", "--out", "{root}/figure.png"], "figure.png exists and this command did not write it"),
-    ("export", ["--ckpt", "{runs}/good", "--remote_code", "--out", "{root}/theirs"],
-     "theirs holds files this command did not write (pytorch_model.bin)"),
-    ("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--remote_code"], "--remote_code is for --format hf, not gguf"),
-    ("plot", ["{runs}/good", "--out", "{root}/x.jpg"], "x.jpg is not a .png path; tools.plot writes PNG images"),
+    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/quoted.json"],
+     "quoted.json exists and this command did not write it"), "--out={root}/fresh.json"),
+    fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "quoted"], "quoted.md exists and this"), "--name=fresh"),
+    fix(("compare", ["--results_dir", "{root}", "--name", "README", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
+     "README.md exists and this command did not write it"), "--name=fresh", *STUDY),
+    fix(("bench", ["--out", "{root}/quoted.md"], "quoted.md exists and this command did not write it"), "--out={root}/fresh.md", *BENCH),
+    fix(("plot", ["{runs}/good", "--out", "{root}/figure.png"], "figure.png exists and this command did not write it"), "--out={root}/fresh.png"),
+    fix(("export", ["--ckpt", "{runs}/good", "--remote_code", "--out", "{root}/theirs"],
+     "theirs holds files this command did not write (pytorch_model.bin)"), "--out={root}/fresh-hf"),
+    fix(("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--remote_code"], "--remote_code is for --format hf, not gguf"), "-remote_code"),
+    fix(("plot", ["{runs}/good", "--out", "{root}/x.jpg"], "x.jpg is not a .png path; tools.plot writes PNG images"), "--out={root}/fresh.png"),
     ("plot", ["{runs}/blank"], "blank/log.jsonl holds no loss yet"),
     ("prepare", sft("latin1"), "20 not UTF-8); convert the file to UTF-8"),
     ("prepare", sft("array"), "not JSON); write one {\"prompt\": ..., \"response\": ...} object per line (JSON Lines"),
@@ -508,6 +526,36 @@ def test_bad_input_is_one_line_and_changes_nothing(world, script, argv, message,
     assert not (world / "pwned").exists()
 
 
+def with_fix(argv, steps, world):
+    """argv after the steps of a suggested fix (fix()), its placeholders filled; the files a step removes go."""
+    argv = list(argv)
+    for step in filled(steps, world):
+        if step.startswith("rm "):
+            Path(step[3:]).unlink()
+            continue
+        key = step.lstrip("-").split("=")[0]
+        at = [i for i, a in enumerate(argv) if a.split("=")[0] == f"--{key}"]
+        for i in reversed(at):  # --key=value, or --key and its value (argparse's form)
+            del argv[i:i + (1 if "=" in argv[i] or i + 1 == len(argv) or argv[i + 1].startswith("--") else 2)]
+        if step.startswith("--"):
+            argv.append(step)
+    return argv
+
+
+@pytest.mark.parametrize("script, argv", list(FIXES), ids=[f"{s}-{i}" for i, (s, _) in enumerate(FIXES)])
+def test_every_suggested_fix_gets_past_its_error(world, script, argv, tmp_path, capsys):
+    """The command as its error told the user to change it, in a copy of the world (a fix may write): that error
+    is gone. It may end in another, later one (a fixed --out may still meet another case's broken input)."""
+    message = next(m for s, a, m in CASES if (s, tuple(a)) == (script, argv))
+    copy = shutil.copytree(world, tmp_path / "world", symlinks=True)
+    short = ["--max_iters=2", "--eval_interval=2", "--eval_iters=1"] if script == "train" else []  # seconds, not hours
+    fixed = with_fix([*short, *filled(argv, copy)], FIXES[script, argv], copy)
+    try:
+        SCRIPTS[script].main(fixed)
+    except SystemExit as exit:
+        assert exit.code in (0, None) or message.rstrip("$") not in str(exit), (fixed, str(exit))
+
+
 def flags_of(script, capsys):
     """The --flags a script accepts, read from its --help (and train.py's settings, which the
     experiments pass on to every run)."""
@@ -522,6 +570,7 @@ def flags_of(script, capsys):
 def test_every_fix_names_a_real_flag(world, capsys):
     """A one-line error that tells the user to change --something names a flag that script has."""
     known = {script: flags_of(script, capsys) for script in SCRIPTS}
+    unfollowed = []
     for script, argv, message in CASES:
         argv = filled(argv, world)
         with pytest.raises(SystemExit) as exit:
@@ -535,6 +584,10 @@ def test_every_fix_names_a_real_flag(world, capsys):
         for owner, piece in parts:
             named = set(re.findall(r"--([a-z_]+)", piece)) - (typed if owner == script else set())
             assert named <= known[owner], (script, argv, text, owner, named - known[owner])
+        # a fix in this command's own flags (give --x, drop --x, or --force, with --init_from=...): followed by a test
+        if re.search(r"\b(give|drop|add|or|with|instead:) --[a-z_]+", parts[0][1]):
+            unfollowed += [] if (script, tuple(argv)) in {(s, tuple(filled(a, world))) for s, a in FIXES} else [text]
+    assert unfollowed == [], "\n".join(unfollowed)
 
 
 def test_as_real_processes_one_line_on_stderr(world):

@@ -285,8 +285,9 @@ def main(argv=None):
         require(args.batch_size >= 1, "--batch_size", args.batch_size, "at least 1")
         plain_name(args.name, "--name", "<results_dir>/<name>.md and .json")
         folder = args.results_dir or find_checkpoint(args.ckpt[0]).parent
-        results = check_report(Path(folder) / f"{args.name}.md", "--results_dir", "python -m tools.extend", args.force)
-        check_report(results.with_suffix(".json"), "--results_dir", "python -m tools.extend", args.force)
+        flag, ours = "--results_dir or --name", "python -m tools.extend"
+        results = check_report(Path(folder) / f"{args.name}.md", flag, ours, args.force)
+        check_report(results.with_suffix(".json"), flag, ours, args.force)
         rows = []
         for ckpt in args.ckpt:
             rows.append(extend_run(find_checkpoint(ckpt), args))
