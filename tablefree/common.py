@@ -95,8 +95,40 @@ def require_utf8(text, flag):
         raise UserError(f"{flag} is not UTF-8 text (near character {e.start}); give UTF-8 text") from None
 
 
+def path_problem(text):
+    """Why text cannot name a file or folder ('' when it can): empty (never the current folder), a
+    symlink loop on its way, or a link to nothing."""
+    if not text.strip():
+        return "is empty"
+    try:
+        os.stat(text)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is or passes through a symlink loop"
+        if os.path.islink(text):
+            return f"is a link to nothing ({os.readlink(text)})"
+    return ""
+
+
+# the flags that name a file or a folder, in every script: ArgumentParser checks their shape
+PATH_FLAGS = {"ckpt", "out", "out_dir", "start_file", "data", "data_dir", "counts_from", "text", "verify",
+              "results_dir", "runs_dir", "gguf", "check", "tokenizer_from", "hub_data_files", "input", "checkout",
+              "kept", "runs"}
+
+
+def path_arg(text):
+    if path_problem(text):
+        raise argparse.ArgumentTypeError(f"{text!r} {path_problem(text)}; give a real path")
+    return text
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are UserErrors: one line, no usage block (which --help prints)."""
+    """argparse whose errors are UserErrors: one line, no usage block (which --help prints); a flag
+    of PATH_FLAGS is refused before any work when path_problem finds one."""
+
+    def add_argument(self, *names, **kwargs):
+        kind = {"type": path_arg} if names[-1].lstrip("-") in PATH_FLAGS and "type" not in kwargs else {}
+        return super().add_argument(*names, **kwargs, **kind)
 
     def error(self, message):
         raise UserError(f"{message} (see {self.prog} --help)")

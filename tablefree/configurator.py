@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from model import GPTConfig
-from tablefree.common import UserError, require
+from tablefree.common import UserError, path_problem, require
 
 
 def check(key, value, defaults):
@@ -179,8 +179,10 @@ def check_settings(settings):
     require(s.rope_base > 0, "rope_base", s.rope_base, "above 0")
     require(s.min_lr <= s.learning_rate, "min_lr", s.min_lr, f"at most learning_rate ({s.learning_rate:g}): the "
             f"schedule decays from learning_rate down to min_lr")
-    for key in ("out_dir", "data_dir", "dataset", "init_from"):  # never '' taken for the current folder
-        require(getattr(s, key).strip(), key, getattr(s, key), "a name or a path (an empty one is the current folder)")
+    require(s.dataset.strip(), "dataset", s.dataset, "a dataset's name")
+    for key in ("out_dir", "data_dir", "init_from", *(["codes_from"] if s.codes_from else [])):
+        problem = path_problem(getattr(s, key))
+        require(not problem, key, getattr(s, key), f"a real path (it {problem})")
     out, data = Path(s.out_dir).resolve(), Path(s.data_dir).resolve()
     if out == data or data / s.dataset in out.parents or data / "_sources" in (out, *out.parents):  # prepare.py's
         raise UserError(f"out_dir {s.out_dir} is data_dir {s.data_dir} or inside its dataset or its sources' cache, "

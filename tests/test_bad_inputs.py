@@ -63,6 +63,8 @@ class RunsCode:
 def world(data_dir, tmp_path_factory):
     """Data directories (one good, four broken) and run directories (a good float and ternary one, bad ones)."""
     root = tmp_path_factory.mktemp("world")
+    os.symlink("loop", root / "loop")  # a symlink loop, and a link to nothing, for every path flag
+    os.symlink("nowhere/x", root / "dangling")
     data = root / "data"
     shutil.copytree(data_dir / "tiny", data / "tiny")
     meta = json.loads((data / "tiny" / "meta.json").read_text())
@@ -289,8 +291,20 @@ CASES = [
     ("train", [*RESUME, "--out_dir={runs}/torn"], "it is corrupt or truncated: restore it, or train again"),
     ("train", [*RESUME, "--out_dir={runs}/foreign"], "is not a tablefree checkpoint"),
     fix(("train", [*RESUME, "--out_dir={runs}/empty"], "no checkpoint at"), "--out_dir={runs}/good"),
-    ("train", [*TRAIN, "--out_dir="], "out_dir must be a name or a path (an empty one is the current folder), not ''"),
-    ("train", [*TRAIN, "--init_from= "], "init_from must be a name or a path (an empty one is the current folder)"),
+    ("train", [*TRAIN, "--out_dir="], "out_dir must be a real path (it is empty), not ''"),
+    ("train", [*TRAIN, "--out_dir={root}/loop"], "out_dir must be a real path (it is or passes through a symlink loop)"),
+    ("train", [*TRAIN, "--data_dir={root}/dangling"], "data_dir must be a real path (it is a link to nothing (nowhere/x))"),
+    ("prepare", ["--input", "{root}/dangling"], "dangling' is a link to nothing (nowhere/x); give a real path"),
+    ("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}/loop"], "loop' is or passes through a symlink loop"),
+    ("sample", ["--ckpt", ""], "argument --ckpt: '' is empty; give a real path"),
+    ("sample", ["--ckpt", "{runs}/good", "--start_file", "{root}/loop"], "argument --start_file: "),
+    ("evaluate", ["--ckpt", "{runs}/good", "--out", ""], "argument --out: '' is empty; give a real path"),
+    ("export", ["--ckpt", "{runs}/good", "--out", "{root}/loop"], "loop' is or passes through a symlink loop"),
+    ("export", ["--ckpt", "{runs}/tern", "--out", "{root}/dangling"], "dangling' is a link to nothing (nowhere/x)"),
+    ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}/loop/x"], "passes through a symlink loop"),
+    ("plot", ["{runs}/good", "--out", "{root}/dangling"], "argument --out: "),
+    ("llama", ["--gguf", ""], "argument --gguf: '' is empty; give a real path"),
+    ("train", [*TRAIN, "--init_from= "], "init_from must be a real path (it is empty"),
     ("train", [*RESUME, "--out_dir={runs}/zero"], "is not a loadable checkpoint (the file is empty: a full disk"),
     fix(("train", [*RESUME, "--data_dir={root}/data2"], "was prepared again since"), "--init_from=scratch", "--out_dir={root}/fresh"),
     fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "300"],

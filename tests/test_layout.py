@@ -47,7 +47,7 @@ def test_imports_form_no_cycle_and_the_library_never_reaches_up():
 # Longer than STYLE.md's 400 lines, each for the default paths (dev/layout.py --paths): what nanoGPT keeps
 # inline in train.py (DDP, the run folder it writes) and prepare.py (the bins), and the one library file all
 # three paths share (common.py: splitting it would add a file to each path)
-OVER = {"model.py": 600, "train.py": 620, "prepare.py": 440, "tablefree/common.py": 490}
+OVER = {"model.py": 600, "train.py": 620, "prepare.py": 440, "tablefree/common.py": 520}
 TEACHING = ("model.py", "codes.py", "train.py", "sample.py", "prepare.py", "config/shakespeare.py")
 WIDTH = 100  # characters a line in the teaching files: a cap on lines cannot be met by joining them
 
@@ -85,7 +85,8 @@ def test_the_default_paths_run_a_handful_of_files():
     assert "tablefree/trackers.py" not in paths["train.py"]["each"]  # W&B and TensorBoard: when switched on
     assert not {"tablefree/sft.py", "tablefree/data.py"} & set(paths["prepare.py"]["each"])
     # what the quick start runs today (2026-12-06): a file or a line more is a choice to make, not a drift
-    assert paths["train.py"]["lines"] <= 2400 and paths["prepare.py"]["lines"] <= 1500
+    # (2,400 in session 32; 2,440 since every path flag's shape and every error's fix are checked: issue 77)
+    assert paths["train.py"]["lines"] <= 2440 and paths["prepare.py"]["lines"] <= 1500
 
 
 def test_model_is_one_file():
