@@ -45,7 +45,7 @@ from experiments.bench_paper import bench_paper
 from experiments.bench_reference import bench_reference
 from experiments.bench_train import bench_input, bench_memory, bench_prepare, bench_train
 from tablefree.common import ArgumentParser, UserError, pick_device, pick_dtype, require, user_errors
-from tablefree.reports import check_report, json_report, markdown, write_together
+from tablefree.reports import check_report, json_report, markdown, markdown_body, write_together
 from tablefree.device import machine, measured_on
 
 COMMAND = "python -m experiments.bench"  # the mark its reports carry (common.mark)
@@ -106,8 +106,7 @@ def earlier_report(md, js):
     """({section: its lines}, results) of an earlier report at md and js (check_report found them
     ours: the first line is the mark, the last the digest), which a run extends: the sections it does
     not measure stay."""
-    earlier = [line for line in md.read_text().splitlines()[1:] if not line.startswith("<!-- digest ")] \
-        if md.exists() else HEADER
+    earlier = markdown_body(md.read_text()) if md.exists() else HEADER
     sections, name = {}, None
     for line in earlier:
         if line.startswith("## "):

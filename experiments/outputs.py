@@ -8,7 +8,7 @@ from pathlib import Path
 
 from experiments.runs import ROOT
 from tablefree.common import UserError, check_output, plain_name, write_atomic
-from tablefree.reports import check_report, figure_png, json_report, markdown, write_together
+from tablefree.reports import figure_png, json_report, keep_edited, markdown, write_together
 
 
 def results_files(folder, name, study, argv=(), overwrite=False):
@@ -34,8 +34,8 @@ def results_files(folder, name, study, argv=(), overwrite=False):
         if theirs != command:
             raise UserError(f"{path} is the report of `{theirs}`, another command line; give --results_dir another "
                             f"folder, or --overwrite to replace it")
-    for path in files if not overwrite else []:
-        check_report(path, "--results_dir or --name", f"python -m experiments.{study}", False, "--overwrite")
+    for path in files if not overwrite else []:  # check_output found each ours above
+        keep_edited(path, "--results_dir or --name", f"python -m experiments.{study}", "--overwrite")
     return files
 
 

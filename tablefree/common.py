@@ -117,8 +117,9 @@ PATH_FLAGS = {"ckpt", "out", "out_dir", "start_file", "data", "data_dir", "count
 
 
 def path_arg(text):
-    if path_problem(text):
-        raise argparse.ArgumentTypeError(f"{text!r} {path_problem(text)}; give a real path")
+    problem = path_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}; give a real path")
     return text
 
 

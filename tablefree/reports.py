@@ -37,6 +37,11 @@ def markdown(command, text):
                   f"<!-- digest sha256:{ZEROS.decode()} -->\n")
 
 
+def markdown_body(text):
+    """The lines of a Markdown report of ours (markdown's text) between its mark and its digest."""
+    return [line for line in text.splitlines()[1:] if not DIGEST.search(line.encode())]
+
+
 def json_report(command, data, indent=2, lines=(), **dumps):
     """The report as JSON (data after our mark and the digest); with lines (JSON lines, as text),
     the report is their first line (indent None) and the digest covers them all."""
@@ -75,13 +80,20 @@ def edited(path):
 
 def check_report(path, flag, ours, replace, replace_flag="--force"):
     """check_output's path for a report of ours (written_by `ours`), refusing besides a report the user
-    may have changed since we wrote it (edited), unless replace (replace_flag given)."""
+    may have changed since we wrote it (keep_edited), unless replace (replace_flag given)."""
     path = check_output(path, flag, ours=ours)
-    why = path.is_file() and not replace and edited(path)
+    if not replace:
+        keep_edited(path, flag, ours, replace_flag)
+    return path
+
+
+def keep_edited(path, flag, ours, replace_flag):
+    """The one-line refusal of a report at path that is not as `ours` wrote it (edited), naming the
+    flag that would replace it; nothing when there is none or it is as written."""
+    why = path.is_file() and edited(path)
     if why:
         raise UserError(f"{path} may have been changed since `{ours}` wrote it ({why}); give {flag} another path "
                         f"to keep it, or {replace_flag} to replace it")
-    return path
 
 
 def write_together(files):
