@@ -406,6 +406,10 @@ def parse_args(argv=None):
         raise UserError(f"--tokenizer_from {args.tokenizer_from} is a run, not a prepared dataset; "
                         f"give the dataset it trained on: --tokenizer_from "
                         f"{run_dataset(args.tokenizer_from)}")
+    source = Path(args.tokenizer_from or ".")
+    if args.tokenizer_from and source.is_dir() and not (source / "meta.json").exists():  # not ours
+        raise UserError(f"--tokenizer_from {args.tokenizer_from} has no meta.json, so it is not a "
+                        f"prepared dataset; give the folder prepare.py wrote for the model's data")
     args.vocab_size = 1024 if args.vocab_size is None else args.vocab_size
     require(args.vocab_size in BPE_SIZES, "--vocab_size", args.vocab_size,  # before any allocation
             "from 259 (a reserved id 0, 256 bytes, 1 merge, end of text) to 16,777,216")

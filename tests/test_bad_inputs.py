@@ -265,6 +265,8 @@ CASES = [
                  "--name", "fromgarbled"], "cannot read the tokenizer"), "--tokenizer_from={data}/tiny"),
     fix(("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/cut", "--out_dir", "{data}",
                  "--name", "fromcut"], "short of the 300 its meta.json names (cut or edited)"), "--tokenizer_from={data}/tiny"),
+    fix(("prepare", ["--input", "{root}/small.txt", "--tokenizer_from", "{root}/theirs", "--out_dir", "{data}",
+                 "--name", "fromtheirs"], "has no meta.json, so it is not a prepared dataset"), "--tokenizer_from={data}/tiny"),
     ("extend", ["--ckpt", "{runs}/good", "--name", ""], "--name must be a plain name"),
     ("train", [*TRAIN, "--n_head=3"], "must split into n_head=3 heads"),
     ("train", [*TRAIN, "--n_embd=8"], "n_embd=8 is narrower than the 9-bit code"),
