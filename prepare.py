@@ -402,12 +402,12 @@ def parse_args(argv=None):
     if args.tokenizer_from and args.tokenizer != "bpe":
         raise UserError(f"--tokenizer_from copies {args.tokenizer_from}'s tokenizer, so "
                         f"--tokenizer {args.tokenizer} would go unused; drop one of them")
-    if args.tokenizer_from and holds_work(args.tokenizer_from) == "a run":
+    work = args.tokenizer_from and holds_work(args.tokenizer_from)  # a run, a dataset, or None
+    if work == "a run":
         raise UserError(f"--tokenizer_from {args.tokenizer_from} is a run, not a prepared dataset; "
                         f"give the dataset it trained on: --tokenizer_from "
                         f"{run_dataset(args.tokenizer_from)}")
-    source = Path(args.tokenizer_from or ".")
-    if args.tokenizer_from and source.is_dir() and not (source / "meta.json").exists():  # not ours
+    if args.tokenizer_from and work is None and Path(args.tokenizer_from).is_dir():  # the user's
         raise UserError(f"--tokenizer_from {args.tokenizer_from} has no meta.json, so it is not a "
                         f"prepared dataset; give the folder prepare.py wrote for the model's data")
     args.vocab_size = 1024 if args.vocab_size is None else args.vocab_size

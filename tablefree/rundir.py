@@ -19,6 +19,7 @@ from tablefree.configurator import MODEL_KEYS
 
 ELSEWHERE = "--init_from=scratch --out_dir=<a new folder>"  # a new run, where a resume cannot go on
 
+
 def read_log(path):
     """The records of a log.jsonl. A line that is not JSON (torn by a crash mid-write, or
     damaged) is dropped with a warning naming it; every good line is kept."""

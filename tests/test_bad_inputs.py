@@ -242,6 +242,7 @@ def fix(case, *steps):
     return case
 
 
+EVALUATE = ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}"]  # scored on the tiny data
 RESUME = ["--data_dir={data}", "--out_dir={runs}/good", "--init_from=resume", "--device=cpu", "--compile=False"]
 CASES = [
     ("prepare", ["--workers", "0"], "--workers must be at least 1, not 0"),
@@ -390,18 +391,18 @@ CASES = [
     fix(("export", ["--ckpt", "{runs}/tern", "--out", "{runs}/good/config.json"], "config.json belongs to a run"), "--out={root}/fresh.pt"),
     fix(("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/train.bin"], "tiny is a dataset's folder, which holds only"), "--out={root}/fresh.pt"),
     fix(("export", ["--ckpt", "{runs}/tern", "--out", "{data}/tiny/meta.json"], "tiny is a dataset's folder, which holds only"), "--out={root}/fresh.pt"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/eval.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{data}/tiny/eval.json"],
      "tiny is a dataset's folder, which holds only what prepare.py writes; give --out a file elsewhere"), "--out={root}/fresh.json"),  # a new file
     fix(("plot", ["{runs}/good", "--out", "{data}/tiny/loss.png"], "tiny is a dataset's folder, which holds only"), "--out={root}/fresh.png"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/results.md"],
+    fix(("evaluate", [*EVALUATE, "--out", "{root}/results.md"],
      "is not a .json path; tools.evaluate writes its results as JSON"), "--out={root}/fresh.json"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/log.jsonl"],
+    fix(("evaluate", [*EVALUATE, "--out", "{runs}/good/log.jsonl"],
      "log.jsonl belongs to a run"), "--out={root}/fresh.json"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good/ckpt.pt"],
+    fix(("evaluate", [*EVALUATE, "--out", "{runs}/good/ckpt.pt"],
      "ckpt.pt belongs to a run"), "--out={root}/fresh.json"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/meta.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{data}/tiny/meta.json"],
      "tiny is a dataset's folder, which holds only what prepare.py writes"), "--out={root}/fresh.json"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{runs}/good"],
+    fix(("evaluate", [*EVALUATE, "--out", "{runs}/good"],
      "good is a folder; give --out a file path"), "--out={root}/fresh.json"),
     fix(("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{runs}", "--name", "good"], "holds a run"), "--name=fresh"),
     ("prepare", ["--input", "{root}/badtail.txt", "--out_dir", "{data}", "--name", "tiny", "--force"],
@@ -411,7 +412,7 @@ CASES = [
     fix(("bench", ["--out", "{runs}/good/ckpt.pt"], "ckpt.pt belongs to a run"), "--out={root}/fresh.md", *BENCH),
     fix(("bench", ["--out", "{runs}/good"], "good is a folder; give --out a file path"), "--out={root}/fresh.md", *BENCH),
     fix(("export", ["--ckpt", "{runs}/good", "--out", "{root}/latin1.txt/hf"], "is not a writable folder; give --out in one"), "--out={root}/fresh-hf"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{data}/tiny/train.bin"],
+    fix(("evaluate", [*EVALUATE, "--out", "{data}/tiny/train.bin"],
      "tiny is a dataset's folder, which holds only what prepare.py writes"), "--out={root}/fresh.json"),
     fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{data}", "--name", "tiny", "--vocab_size", "5000", "--force"],
      "give --vocab_size"), "--vocab_size=279"),  # a dataset rebuilt from input that cannot give it: the old one stays whole
@@ -457,7 +458,7 @@ CASES = [
     fix(("llama", ["--gguf", "{root}/whole.gguf", "--check", "{runs}/other"], "(the same shape, other weights); give --check"), "--check={runs}/good"),
     ("compare", ["--seeds", "0"], "--seeds must be at least 1"),
     # a file of the user's, given as any writer's output: refused, as runs and datasets are
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/notes.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{root}/notes.json"],
      "notes.json exists and this command did not write it; give --out a new path, or move that file away first"), "--out={root}/fresh.json"),
     fix(("export", ["--ckpt", "{runs}/tern", "--out", "{root}/notes.pt"], "notes.pt exists and this command did not write it"), "--out={root}/fresh.pt"),
     fix(("export", ["--ckpt", "{runs}/good", "--format", "gguf", "--out", "{root}/notes.gguf"], "did not write it"), "--out={root}/fresh.gguf"),
@@ -484,11 +485,11 @@ CASES = [
      "--name must be a plain name (it makes <results_dir>/<name>.md"),
     ("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", ".."], "--name must be a plain name"),
     # a mark that only starts like ours, an old pattern any JSON can match, a folder ours only by its file names
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/near.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{root}/near.json"],
      "near.json exists and this command did not write it"), "--out={root}/fresh.json"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/task.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{root}/task.json"],
      "task.json exists and this command did not write it"), "--out={root}/fresh.json"),
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/ckpt.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{root}/ckpt.json"],
      "ckpt.json exists and this command did not write it"), "--out={root}/fresh.json"),
     fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "near2"], "near2.md exists and this"), "--name=fresh"),
     fix(("compare", ["--results_dir", "{root}", "--name", "near3", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
@@ -500,7 +501,7 @@ CASES = [
     fix(("prepare", ["--input", "{root}/small.txt", "--out_dir", "{root}", "--name", "userbins"],
      "userbins holds files this command did not write (counts.npy, train.bin"), "--name=fresh"),
     # the user's notes that quote a command, the user's own matplotlib figure: still the user's
-    fix(("evaluate", ["--ckpt", "{runs}/good", "--tasks", "val", "--data_dir", "{data}", "--out", "{root}/quoted.json"],
+    fix(("evaluate", [*EVALUATE, "--out", "{root}/quoted.json"],
      "quoted.json exists and this command did not write it"), "--out={root}/fresh.json"),
     fix(("extend", ["--ckpt", "{runs}/good", "--results_dir", "{root}", "--name", "quoted"], "quoted.md exists and this"), "--name=fresh"),
     fix(("compare", ["--results_dir", "{root}", "--name", "README", "--runs_dir", "{runs}/cmp", *TRAIN[:2]],
